@@ -1,0 +1,8 @@
+// Symbol visibility: the shared library exports only what is marked WEFT_API.
+#pragma once
+
+#if defined(WEFT_STATIC_DEFINE)
+#define WEFT_API
+#else
+#define WEFT_API __attribute__((visibility("default")))
+#endif

@@ -1,0 +1,404 @@
+// Objectified flexible functions: each `name_x(positional...)` is a functor whose setters
+// name the optional arguments, in any order, and whose call operator runs the operation.
+#pragma once
+
+#include <utility>
+
+#include "weft/types.hpp"
+
+namespace weft {
+
+#define WEFT_OFF_ARG(type, name)    \
+  auto& name(type v) {              \
+    a_.name = v;                    \
+    return static_cast<self_t&>(*this); \
+  }
+
+// ---- runtime ----------------------------------------------------------------------------
+namespace detail {
+// A zero means "take the WEFT_* environment default" (see docs/configuration.md).
+struct runtime_args {
+  size_t packet_size = 0;
+  size_t npackets = 0;
+  size_t inject_size = SIZE_MAX;
+  size_t eager_size = 0;
+  size_t match_buckets = 0;
+  size_t cq_depth = 0;
+  size_t inbox_depth = 0;
+  size_t max_requests = 0;
+  int wire_errors_fatal = -1;
+};
+WEFT_API runtime_t alloc_runtime_impl(const runtime_args& a, bool global);
+}  // namespace detail
+
+template <bool Global>
+class runtime_init_x {
+  using self_t = runtime_init_x;
+  detail::runtime_args a_;
+
+ public:
+  WEFT_OFF_ARG(size_t, packet_size)
+  WEFT_OFF_ARG(size_t, npackets)
+  WEFT_OFF_ARG(size_t, inject_size)
+  WEFT_OFF_ARG(size_t, eager_size)
+  WEFT_OFF_ARG(size_t, match_buckets)
+  WEFT_OFF_ARG(size_t, cq_depth)
+  WEFT_OFF_ARG(size_t, inbox_depth)
+  WEFT_OFF_ARG(size_t, max_requests)
+  auto& wire_errors_fatal(bool v) {
+    a_.wire_errors_fatal = v;
+    return *this;
+  }
+  runtime_t operator()() const { return detail::alloc_runtime_impl(a_, Global); }
+  runtime_t call() const { return (*this)(); }
+};
+// g_runtime_init_x sets up the global default runtime; alloc_runtime_x an extra one.
+using g_runtime_init_x = runtime_init_x<true>;
+using alloc_runtime_x = runtime_init_x<false>;
+
+namespace detail {
+struct rank_args {
+  runtime_t runtime;
+};
+WEFT_API int get_rank_impl(const rank_args& a, int which);
+}  // namespace detail
+
+template <int Which>
+class rank_query_x {
+  using self_t = rank_query_x;
+  detail::rank_args a_;
+
+ public:
+  WEFT_OFF_ARG(runtime_t, runtime)
+  int operator()() const { return detail::get_rank_impl(a_, Which); }
+  int call() const { return (*this)(); }
+};
+using get_rank_me_x = rank_query_x<0>;
+using get_rank_n_x = rank_query_x<1>;
+using get_rank_local_x = rank_query_x<2>;
+using get_rank_local_n_x = rank_query_x<3>;
+
+// ---- resources --------------------------------------------------------------------------
+namespace detail {
+struct device_args {
+  runtime_t runtime;
+  packet_pool_t packet_pool;
+  size_t inbox_depth = 0;
+};
+WEFT_API device_t alloc_device_impl(const device_args& a);
+struct packet_pool_args {
+  runtime_t runtime;
+  size_t packet_size = 0;
+  size_t npackets = 0;
+};
+WEFT_API packet_pool_t alloc_packet_pool_impl(const packet_pool_args& a);
+struct matching_engine_args {
+  runtime_t runtime;
+  size_t nbuckets = 0;
+  make_key_fn_t make_key = nullptr;
+};
+WEFT_API matching_engine_t alloc_matching_engine_impl(const matching_engine_args& a);
+struct comp_args {
+  runtime_t runtime;
+  size_t depth = 0;      // completion queue capacity
+  size_t threshold = 1;  // synchronizer: signals before it is ready
+  handler_fn_t fn;
+};
+WEFT_API comp_t alloc_cq_impl(const comp_args& a);
+WEFT_API comp_t alloc_sync_impl(const comp_args& a);
+WEFT_API comp_t alloc_handler_impl(const comp_args& a);
+struct rcomp_args {
+  comp_t comp;
+  runtime_t runtime;
+  bool packet_delivery = false;
+};
+WEFT_API rcomp_t register_rcomp_impl(const rcomp_args& a);
+struct upacket_args {
+  runtime_t runtime;
+  packet_pool_t packet_pool;
+};
+WEFT_API void* get_upacket_impl(const upacket_args& a);
+}  // namespace detail
+
+class alloc_device_x {
+  using self_t = alloc_device_x;
+  detail::device_args a_;
+
+ public:
+  WEFT_OFF_ARG(runtime_t, runtime)
+  WEFT_OFF_ARG(packet_pool_t, packet_pool)
+  WEFT_OFF_ARG(size_t, inbox_depth)
+  device_t operator()() const { return detail::alloc_device_impl(a_); }
+  device_t call() const { return (*this)(); }
+};
+
+class alloc_packet_pool_x {
+  using self_t = alloc_packet_pool_x;
+  detail::packet_pool_args a_;
+
+ public:
+  WEFT_OFF_ARG(runtime_t, runtime)
+  WEFT_OFF_ARG(size_t, packet_size)
+  WEFT_OFF_ARG(size_t, npackets)
+  packet_pool_t operator()() const { return detail::alloc_packet_pool_impl(a_); }
+  packet_pool_t call() const { return (*this)(); }
+};
+
+class alloc_matching_engine_x {
+  using self_t = alloc_matching_engine_x;
+  detail::matching_engine_args a_;
+
+ public:
+  WEFT_OFF_ARG(runtime_t, runtime)
+  WEFT_OFF_ARG(size_t, nbuckets)
+  WEFT_OFF_ARG(make_key_fn_t, make_key)
+  matching_engine_t operator()() const { return detail::alloc_matching_engine_impl(a_); }
+  matching_engine_t call() const { return (*this)(); }
+};
+
+class alloc_cq_x {
+  using self_t = alloc_cq_x;
+  detail::comp_args a_;
+
+ public:
+  WEFT_OFF_ARG(runtime_t, runtime)
+  WEFT_OFF_ARG(size_t, depth)
+  comp_t operator()() const { return detail::alloc_cq_impl(a_); }
+  comp_t call() const { return (*this)(); }
+};
+
+class alloc_sync_x {
+  using self_t = alloc_sync_x;
+  detail::comp_args a_;
+
+ public:
+  WEFT_OFF_ARG(runtime_t, runtime)
+  WEFT_OFF_ARG(size_t, threshold)
+  comp_t operator()() const { return detail::alloc_sync_impl(a_); }
+  comp_t call() const { return (*this)(); }
+};
+
+class alloc_handler_x {
+  using self_t = alloc_handler_x;
+  detail::comp_args a_;
+
+ public:
+  explicit alloc_handler_x(handler_fn_t fn) { a_.fn = std::move(fn); }
+  WEFT_OFF_ARG(runtime_t, runtime)
+  comp_t operator()() const { return detail::alloc_handler_impl(a_); }
+  comp_t call() const { return (*this)(); }
+};
+
+class register_rcomp_x {
+  using self_t = register_rcomp_x;
+  detail::rcomp_args a_;
+
+ public:
+  explicit register_rcomp_x(comp_t comp) { a_.comp = comp; }
+  WEFT_OFF_ARG(runtime_t, runtime)
+  // Deliver active messages that fit in a packet in a packet (return it with put_upacket)
+  // instead of a malloc'd buffer: no allocation on the receive path.
+  WEFT_OFF_ARG(bool, packet_delivery)
+  rcomp_t operator()() const { return detail::register_rcomp_impl(a_); }
+  rcomp_t call() const { return (*this)(); }
+};
+
+class get_upacket_x {
+  using self_t = get_upacket_x;
+  detail::upacket_args a_;
+
+ public:
+  WEFT_OFF_ARG(runtime_t, runtime)
+  WEFT_OFF_ARG(packet_pool_t, packet_pool)
+  // nullptr when the pool is empty.
+  void* operator()() const { return detail::get_upacket_impl(a_); }
+  void* call() const { return (*this)(); }
+};
+
+// ---- operations -------------------------------------------------------------------------
+namespace detail {
+struct comm_args {
+  direction_t direction = direction_t::OUT;
+  int rank = -1;
+  void* local_buffer = nullptr;
+  size_t size = 0;
+  comp_t local_comp;
+  runtime_t runtime;
+  device_t device;
+  matching_engine_t matching_engine;
+  matching_policy_t matching_policy = matching_policy_t::rank_tag;
+  tag_t tag = 0;
+  rcomp_t remote_comp = rcomp_null;
+  bool has_remote_buffer = false;
+  rmr_t remote_buffer;
+  packet_pool_t packet_pool;
+  void* user_context = nullptr;
+  bool allow_done = true;
+  bool allow_posted = true;
+  bool allow_retry = true;
+  bool buffer_is_packet = false;
+  const char* call_name = "post_comm";
+};
+WEFT_API status_t post_comm_impl(const comm_args& a);
+WEFT_API bool cancel_recv_impl(const comm_args& a);
+}  // namespace detail
+
+template <typename Derived>
+class comm_x_base {
+ protected:
+  using self_t = Derived;
+  detail::comm_args a_;
+
+ public:
+  WEFT_OFF_ARG(runtime_t, runtime)
+  WEFT_OFF_ARG(device_t, device)
+  WEFT_OFF_ARG(matching_engine_t, matching_engine)
+  WEFT_OFF_ARG(matching_policy_t, matching_policy)
+  WEFT_OFF_ARG(tag_t, tag)
+  WEFT_OFF_ARG(rcomp_t, remote_comp)
+  WEFT_OFF_ARG(packet_pool_t, packet_pool)
+  WEFT_OFF_ARG(void*, user_context)
+  WEFT_OFF_ARG(bool, allow_done)
+  WEFT_OFF_ARG(bool, allow_posted)
+  WEFT_OFF_ARG(bool, allow_retry)
+  // The local buffer is a packet from get_upacket: Weft returns it to its pool.
+  WEFT_OFF_ARG(bool, buffer_is_packet)
+  auto& remote_buffer(rmr_t v) {
+    a_.remote_buffer = v;
+    a_.has_remote_buffer = true;
+    return static_cast<Derived&>(*this);
+  }
+  status_t operator()() const { return detail::post_comm_impl(a_); }
+  status_t call() const { return (*this)(); }
+};
+
+class post_comm_x : public comm_x_base<post_comm_x> {
+ public:
+  post_comm_x(direction_t direction, int rank, void* local_buffer, size_t size,
+              comp_t local_comp) {
+    a_.direction = direction;
+    a_.rank = rank;
+    a_.local_buffer = local_buffer;
+    a_.size = size;
+    a_.local_comp = local_comp;
+    a_.call_name = "post_comm";
+  }
+  auto& direction(direction_t v) {
+    a_.direction = v;
+    return *this;
+  }
+};
+
+class post_send_x : public comm_x_base<post_send_x> {
+ public:
+  post_send_x(int rank, void* buf, size_t size, tag_t tag, comp_t comp) {
+    a_.rank = rank;
+    a_.local_buffer = buf;
+    a_.size = size;
+    a_.tag = tag;
+    a_.local_comp = comp;
+    a_.call_name = "post_send";
+  }
+};
+
+class post_recv_x : public comm_x_base<post_recv_x> {
+ public:
+  post_recv_x(int rank, void* buf, size_t size, tag_t tag, comp_t comp) {
+    a_.direction = direction_t::IN;
+    a_.rank = rank;
+    a_.local_buffer = buf;
+    a_.size = size;
+    a_.tag = tag;
+    a_.local_comp = comp;
+    a_.call_name = "post_recv";
+  }
+};
+
+class post_am_x : public comm_x_base<post_am_x> {
+ public:
+  post_am_x(int rank, void* buf, size_t size, comp_t local_comp, rcomp_t remote_comp) {
+    a_.rank = rank;
+    a_.local_buffer = buf;
+    a_.size = size;
+    a_.local_comp = local_comp;
+    a_.remote_comp = remote_comp;
+    a_.call_name = "post_am";
+  }
+};
+
+class cancel_recv_x {
+  using self_t = cancel_recv_x;
+  detail::comm_args a_;
+
+ public:
+  cancel_recv_x(int rank, void* buf, tag_t tag, comp_t comp) {
+    a_.direction = direction_t::IN;
+    a_.rank = rank;
+    a_.local_buffer = buf;
+    a_.tag = tag;
+    a_.local_comp = comp;
+    a_.call_name = "cancel_recv";
+  }
+  WEFT_OFF_ARG(runtime_t, runtime)
+  WEFT_OFF_ARG(device_t, device)
+  WEFT_OFF_ARG(matching_engine_t, matching_engine)
+  WEFT_OFF_ARG(matching_policy_t, matching_policy)
+  bool operator()() const { return detail::cancel_recv_impl(a_); }
+  bool call() const { return (*this)(); }
+};
+
+// ---- progress, completion checking, barrier ---------------------------------------------
+namespace detail {
+struct progress_args {
+  runtime_t runtime;
+  device_t device;
+  comp_t comp;  // barrier: signalled when the barrier completes (non-blocking form)
+};
+WEFT_API error_t progress_impl(const progress_args& a);
+WEFT_API status_t barrier_impl(const progress_args& a);
+WEFT_API void sync_wait_impl(comp_t sync, status_t* statuses, const progress_args& a);
+}  // namespace detail
+
+class progress_x {
+  using self_t = progress_x;
+  detail::progress_args a_;
+
+ public:
+  WEFT_OFF_ARG(runtime_t, runtime)
+  WEFT_OFF_ARG(device_t, device)
+  error_t operator()() const { return detail::progress_impl(a_); }
+  error_t call() const { return (*this)(); }
+};
+
+// Blocking by default; with .comp(c) it returns posted at once and signals c when every
+// rank has entered the barrier (progress the device meanwhile).
+class barrier_x {
+  using self_t = barrier_x;
+  detail::progress_args a_;
+
+ public:
+  WEFT_OFF_ARG(runtime_t, runtime)
+  WEFT_OFF_ARG(device_t, device)
+  WEFT_OFF_ARG(comp_t, comp)
+  status_t operator()() const { return detail::barrier_impl(a_); }
+  status_t call() const { return (*this)(); }
+};
+
+// Waits for a synchronizer, progressing a device (the default one unless given).
+class sync_wait_x {
+  using self_t = sync_wait_x;
+  comp_t sync_;
+  status_t* statuses_;
+  detail::progress_args a_;
+
+ public:
+  sync_wait_x(comp_t sync, status_t* statuses) : sync_(sync), statuses_(statuses) {}
+  WEFT_OFF_ARG(runtime_t, runtime)
+  WEFT_OFF_ARG(device_t, device)
+  void operator()() const { detail::sync_wait_impl(sync_, statuses_, a_); }
+  void call() const { (*this)(); }
+};
+
+#undef WEFT_OFF_ARG
+
+}  // namespace weft

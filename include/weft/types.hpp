@@ -1,0 +1,171 @@
+// Weft public value types: status, error codes, handles, limits, the exception type.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <stdexcept>
+#include <string>
+
+#include "weft/export.hpp"
+
+namespace weft {
+
+namespace detail {
+class runtime_impl;
+class device_impl;
+class comp_impl;
+class matching_engine_impl;
+class packet_pool_impl;
+}  // namespace detail
+
+using tag_t = uint32_t;
+// Tags use the full 32 bits: every value 0..max_tag is a user tag.
+inline constexpr tag_t max_tag = UINT32_MAX;
+// Largest message or transfer Weft accepts (128 TiB, beyond any user address range).
+inline constexpr size_t max_msg_size = size_t(1) << 47;
+
+// The category of an error code is given by its range; see docs/api.md.
+enum class errorcode_t : int {
+  done = 0,         // completed immediately; the status carries the completion data
+  done_backlog,     // a backlogged operation completed (seen only in completion objects)
+  posted = 16,      // posted; the completion object will be signalled
+  posted_backlog,   // could not be submitted now and went to the backlog queue
+  retry = 32,       // resubmit later: a temporary resource shortage
+  retry_lock,       // a try-lock on a shared resource failed
+  retry_nopacket,   // the packet pool is empty
+  retry_nomem,      // the peer's receive queue or a request table is full
+  retry_backlog,    // the backlog queue is not empty; newer work must queue behind it
+  cancelled = 48,   // a posted receive was cancelled before it matched
+  error = 64,       // generic failure delivered to a completion object
+  error_truncated,  // the message was larger than the posted receive buffer
+  error_peer_dead,  // the peer process died with the operation pending
+  error_nomem,      // the target could not allocate the buffer for an active message
+};
+
+WEFT_API const char* get_errorcode_str(errorcode_t code);
+
+struct error_t {
+  errorcode_t errorcode = errorcode_t::retry;
+
+  constexpr error_t() = default;
+  constexpr error_t(errorcode_t c) : errorcode(c) {}
+  constexpr bool is_done() const { return errorcode < errorcode_t::posted; }
+  constexpr bool is_posted() const {
+    return errorcode >= errorcode_t::posted && errorcode < errorcode_t::retry;
+  }
+  constexpr bool is_retry() const {
+    return errorcode >= errorcode_t::retry && errorcode < errorcode_t::cancelled;
+  }
+  constexpr bool is_cancelled() const { return errorcode == errorcode_t::cancelled; }
+  constexpr bool is_error() const { return errorcode >= errorcode_t::error; }
+  const char* get_str() const { return get_errorcode_str(errorcode); }
+  constexpr bool operator==(const error_t&) const = default;
+};
+
+struct buffer_t {
+  void* base = nullptr;
+  size_t size = 0;
+};
+
+// The completion descriptor: returned by a post call that finished at once (done), and
+// passed to completion objects. For an error status, `rank` names the peer.
+struct status_t {
+  error_t error;
+  int rank = -1;
+  tag_t tag = 0;
+  void* buf = nullptr;
+  size_t size = 0;
+  void* user_context = nullptr;
+
+  buffer_t get_buffer() const { return {buf, size}; }
+};
+
+enum class direction_t : uint8_t { OUT, IN };
+
+enum class matching_policy_t : uint8_t {
+  none = 0,       // any rank, any tag (the sender must use the same policy)
+  rank_only = 1,  // match on source rank, any tag
+  tag_only = 2,   // match on tag, any rank
+  rank_tag = 3,   // match on both (default)
+};
+
+// A user key function replaces the matching engine's own key computation.
+using make_key_fn_t = uint64_t (*)(int rank, tag_t tag, matching_policy_t policy);
+
+// Handles are small trivially copyable values: `thread_local device_t d;` works.
+struct runtime_t {
+  detail::runtime_impl* p = nullptr;
+  bool is_empty() const { return p == nullptr; }
+  // Attributes, fixed when the runtime is allocated.
+  WEFT_API size_t get_attr_packet_size() const;
+  WEFT_API size_t get_attr_npackets() const;
+  WEFT_API size_t get_attr_inject_size() const;
+  WEFT_API size_t get_attr_eager_size() const;
+  WEFT_API size_t get_attr_match_buckets() const;
+  WEFT_API size_t get_attr_cq_depth() const;
+  WEFT_API size_t get_attr_inbox_depth() const;
+  WEFT_API size_t get_attr_max_requests() const;
+  WEFT_API bool get_attr_wire_errors_fatal() const;
+};
+struct device_t {
+  detail::device_impl* p = nullptr;
+  bool is_empty() const { return p == nullptr; }
+  WEFT_API int get_attr_index() const;
+  WEFT_API size_t get_attr_inbox_depth() const;
+};
+struct comp_t {
+  detail::comp_impl* p = nullptr;
+  bool is_empty() const { return p == nullptr; }
+};
+struct matching_engine_t {
+  detail::matching_engine_impl* p = nullptr;
+  bool is_empty() const { return p == nullptr; }
+  WEFT_API size_t get_attr_nbuckets() const;
+};
+struct packet_pool_t {
+  detail::packet_pool_impl* p = nullptr;
+  bool is_empty() const { return p == nullptr; }
+  WEFT_API size_t get_attr_packet_size() const;
+  WEFT_API size_t get_attr_npackets() const;
+};
+// A remote completion handle: an index valid on every rank that registered the same
+// sequence of completion objects (registration is collective and ordered).
+using rcomp_t = uint32_t;
+inline constexpr rcomp_t rcomp_null = UINT32_MAX;
+
+// Remote memory handle; filled in by register_memory (one-sided issue). Trivially
+// copyable so it can be packed into any message.
+struct rmr_t {
+  uint64_t base = 0;
+  uint64_t size = 0;
+  uint64_t key = 0;
+  uint64_t generation = 0;
+};
+
+// The one exception type Weft throws. what() reads
+// "weft: <call>: <argument> = <value>: <reason>".
+class WEFT_API fatal_error : public std::runtime_error {
+ public:
+  fatal_error(std::string call, std::string argument, std::string value,
+              const std::string& reason);
+  const std::string& call() const { return call_; }
+  const std::string& argument() const { return argument_; }
+  const std::string& value() const { return value_; }
+
+ private:
+  std::string call_, argument_, value_;
+};
+
+using handler_fn_t = std::function<void(status_t)>;
+
+// Errors found at a target with nothing to signal (a malformed message, an unknown remote
+// completion). The default handler logs with both ranks and drops the message.
+struct wire_error_t {
+  int rank_me;
+  int peer;
+  std::string what;
+};
+using error_handler_fn_t = void (*)(const wire_error_t&);
+
+}  // namespace weft

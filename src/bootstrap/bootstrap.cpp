@@ -1,0 +1,150 @@
+// Launcher detection and the two embedded bootstraps.
+#include "bootstrap/bootstrap.hpp"
+
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include "bootstrap/kvs_wire.hpp"
+#include "util/env.hpp"
+#include "util/fail.hpp"
+#include "util/log.hpp"
+
+namespace weft::bootstrap {
+
+std::string random_hex(size_t nbytes) {
+  std::string raw(nbytes, '\0');
+  size_t got = 0;
+  while (got < nbytes) {
+    ssize_t n = getrandom(raw.data() + got, nbytes - got, 0);
+    if (n <= 0) util::fail("bootstrap", "getrandom", std::to_string(n), strerror(errno));
+    got += size_t(n);
+  }
+  return hex_encode(raw);
+}
+
+namespace {
+
+class singleton_bootstrap final : public bootstrap {
+ public:
+  singleton_bootstrap() { job_id_ = random_hex(8); }
+  const char* name() const override { return "singleton"; }
+  void put(const std::string& k, const std::string& v) override { kv_[k] = v; }
+  std::string get(const std::string& k) override {
+    auto it = kv_.find(k);
+    if (it == kv_.end()) util::fail("bootstrap get", "key", k, "was never put");
+    return it->second;
+  }
+  void fence() override {}
+
+ private:
+  std::map<std::string, std::string> kv_;
+};
+
+int env_int(const char* name) {
+  const char* s = std::getenv(name);
+  if (!s || !*s) util::fail("bootstrap (weftrun)", name, "<unset>",
+                            "the launcher environment is incomplete");
+  char* end = nullptr;
+  long v = strtol(s, &end, 10);
+  if (*end || v < 0 || v > 1 << 24)
+    util::fail("bootstrap (weftrun)", name, s, "is not a valid non-negative integer");
+  return int(v);
+}
+
+class weftrun_bootstrap final : public bootstrap {
+ public:
+  weftrun_bootstrap() {
+    rank_ = env_int("WEFT_RANK");
+    size_ = env_int("WEFT_SIZE");
+    if (rank_ >= size_)
+      util::fail("bootstrap (weftrun)", "WEFT_RANK", std::to_string(rank_),
+                 "is not below WEFT_SIZE = " + std::to_string(size_));
+    local_rank_ = rank_;  // weftrun starts every rank on this host
+    local_size_ = size_;
+    job_id_ = util::env_string("WEFT_JOBID", "");
+    if (job_id_.size() < 16)
+      util::fail("bootstrap (weftrun)", "WEFT_JOBID", job_id_.empty() ? "<unset>" : job_id_,
+                 "must be a job identifier of at least 16 characters");
+    std::string addr = util::env_string("WEFT_KVS_ADDR", "");
+    if (addr.empty() || addr.size() >= sizeof(sockaddr_un::sun_path))
+      util::fail("bootstrap (weftrun)", "WEFT_KVS_ADDR", addr.empty() ? "<unset>" : addr,
+                 "must name weftrun's key-value socket");
+    fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un sa{};
+    sa.sun_family = AF_UNIX;
+    strcpy(sa.sun_path, addr.c_str());
+    if (fd_ < 0 || connect(fd_, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0)
+      util::fail("bootstrap (weftrun)", "WEFT_KVS_ADDR", addr,
+                 std::string("cannot connect: ") + strerror(errno));
+    request("HELLO " + std::to_string(rank_));
+  }
+  ~weftrun_bootstrap() override {
+    if (fd_ >= 0) {
+      write_line(fd_, "BYE");
+      close(fd_);
+    }
+  }
+  const char* name() const override { return "weftrun"; }
+  void put(const std::string& k, const std::string& v) override {
+    request("PUT " + k + " " + hex_encode(v));
+  }
+  std::string get(const std::string& k) override {
+    std::string reply = request("GET " + k), out;
+    if (reply.rfind("VAL ", 0) != 0 || !hex_decode(reply.substr(4), out))
+      util::fail("bootstrap get", "reply", reply, "malformed answer from weftrun");
+    return out;
+  }
+  void fence() override { request("FENCE"); }
+
+ private:
+  std::string request(const std::string& line) {
+    std::lock_guard<std::mutex> g(lock_);
+    std::string reply;
+    if (!write_line(fd_, line) || !read_line(fd_, reply, pending_))
+      util::fail("bootstrap (weftrun)", "request", line.substr(0, line.find(' ')),
+                 "connection to weftrun lost");
+    if (reply.rfind("ERR ", 0) == 0)
+      util::fail("bootstrap (weftrun)", "request", line.substr(0, line.find(' ')), reply.substr(4));
+    return reply;
+  }
+  int fd_ = -1;
+  std::mutex lock_;
+  std::string pending_;
+};
+
+std::shared_ptr<bootstrap> create() {
+  std::string which = util::env_string("WEFT_BOOTSTRAP", "auto");
+  bool has_kvs = std::getenv("WEFT_KVS_ADDR") != nullptr;
+  bool has_rank = std::getenv("WEFT_RANK") != nullptr;
+  if (which == "auto") {
+    if (has_kvs || has_rank) which = "weftrun";
+    else which = "singleton";
+  }
+  if (which == "weftrun") return std::make_shared<weftrun_bootstrap>();
+  if (which == "singleton") return std::make_shared<singleton_bootstrap>();
+  util::fail("bootstrap", "WEFT_BOOTSTRAP", which, "unknown bootstrap (known: auto, weftrun, singleton)");
+}
+
+}  // namespace
+
+std::shared_ptr<bootstrap> acquire() {
+  static std::mutex lock;
+  static std::weak_ptr<bootstrap> current;
+  std::lock_guard<std::mutex> g(lock);
+  auto b = current.lock();
+  if (!b) {
+    b = create();
+    current = b;
+    WEFT_LOG(info, "bootstrap %s: rank %d of %d", b->name(), b->rank(), b->size());
+  }
+  return b;
+}
+
+}  // namespace weft::bootstrap

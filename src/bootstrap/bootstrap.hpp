@@ -1,0 +1,36 @@
+// Bootstrap: who am I, how many are we, and a key-value exchange with a fence. Detected
+// from the environment (WEFT_BOOTSTRAP overrides): weftrun, or a singleton (rank 0 of 1).
+#pragma once
+
+#include <memory>
+#include <string>
+
+namespace weft::bootstrap {
+
+class bootstrap {
+ public:
+  virtual ~bootstrap() = default;
+  virtual const char* name() const = 0;
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  int local_rank() const { return local_rank_; }
+  int local_size() const { return local_size_; }
+  // Unguessable per job; names shared-memory segments.
+  const std::string& job_id() const { return job_id_; }
+
+  // Collective use: every rank puts, everyone fences, then gets.
+  virtual void put(const std::string& key, const std::string& value) = 0;
+  virtual std::string get(const std::string& key) = 0;
+  virtual void fence() = 0;
+
+ protected:
+  int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
+  std::string job_id_;
+};
+
+// The process-wide bootstrap, created on first use and shared by every runtime.
+std::shared_ptr<bootstrap> acquire();
+
+std::string random_hex(size_t nbytes);
+
+}  // namespace weft::bootstrap

@@ -1,0 +1,292 @@
+// The public functions: argument resolution and checks, then the resource or device call.
+#include <cstdlib>
+
+#include "comp/comp.hpp"
+#include "core/device.hpp"
+#include "core/runtime.hpp"
+#include "match/matching_engine.hpp"
+#include "pool/packet_pool.hpp"
+#include "util/fail.hpp"
+#include "util/spinlock.hpp"
+
+namespace weft {
+
+namespace detail {
+void start_barrier(device_impl& d, comp_impl* done);
+}  // namespace detail
+
+using namespace detail;
+
+const char* get_version() { return WEFT_VERSION_STRING; }
+
+const char* get_errorcode_str(errorcode_t code) {
+  switch (code) {
+    case errorcode_t::done: return "done";
+    case errorcode_t::done_backlog: return "done (from the backlog)";
+    case errorcode_t::posted: return "posted";
+    case errorcode_t::posted_backlog: return "posted (to the backlog)";
+    case errorcode_t::retry: return "retry";
+    case errorcode_t::retry_lock: return "retry (a try-lock failed)";
+    case errorcode_t::retry_nopacket: return "retry (no packet)";
+    case errorcode_t::retry_nomem: return "retry (peer queue or request table full)";
+    case errorcode_t::retry_backlog: return "retry (backlog not empty)";
+    case errorcode_t::cancelled: return "cancelled";
+    case errorcode_t::error: return "error";
+    case errorcode_t::error_truncated: return "error: message larger than the receive buffer";
+    case errorcode_t::error_peer_dead: return "error: the peer process died";
+    case errorcode_t::error_nomem: return "error: the target ran out of memory";
+  }
+  return "unknown error code";
+}
+
+// ---- attributes ---------------------------------------------------------------------------
+size_t runtime_t::get_attr_packet_size() const { return resolve_runtime(*this, "get_attr")->attr.packet_size; }
+size_t runtime_t::get_attr_npackets() const { return resolve_runtime(*this, "get_attr")->attr.npackets; }
+size_t runtime_t::get_attr_inject_size() const { return resolve_runtime(*this, "get_attr")->attr.inject_size; }
+size_t runtime_t::get_attr_eager_size() const { return resolve_runtime(*this, "get_attr")->attr.eager_size; }
+size_t runtime_t::get_attr_match_buckets() const { return resolve_runtime(*this, "get_attr")->attr.match_buckets; }
+size_t runtime_t::get_attr_cq_depth() const { return resolve_runtime(*this, "get_attr")->attr.cq_depth; }
+size_t runtime_t::get_attr_inbox_depth() const { return resolve_runtime(*this, "get_attr")->attr.inbox_depth; }
+size_t runtime_t::get_attr_max_requests() const { return resolve_runtime(*this, "get_attr")->attr.max_requests; }
+bool runtime_t::get_attr_wire_errors_fatal() const { return resolve_runtime(*this, "get_attr")->attr.wire_errors_fatal; }
+int device_t::get_attr_index() const { return p ? p->index : -1; }
+size_t device_t::get_attr_inbox_depth() const { return p ? p->inbox_depth : 0; }
+size_t matching_engine_t::get_attr_nbuckets() const { return p ? p->nbuckets() : 0; }
+size_t packet_pool_t::get_attr_packet_size() const { return p ? p->packet_size() : 0; }
+size_t packet_pool_t::get_attr_npackets() const { return p ? p->npackets() : 0; }
+
+// ---- runtime ------------------------------------------------------------------------------
+namespace detail {
+
+runtime_t alloc_runtime_impl(const runtime_args& a, bool global) {
+  if (global && global_runtime())
+    util::fail("g_runtime_init", "global runtime", "already active",
+               "call g_runtime_fina() before initialising it again");
+  return runtime_t{new runtime_impl(a, global)};
+}
+
+int get_rank_impl(const rank_args& a, int which) {
+  runtime_impl* rt = resolve_runtime(a.runtime, "get_rank");
+  switch (which) {
+    case 0: return rt->rank();
+    case 1: return rt->size();
+    case 2: return rt->boot->local_rank();
+    default: return rt->boot->local_size();
+  }
+}
+
+}  // namespace detail
+
+namespace {
+void destroy_runtime(runtime_impl* rt, const char* call) {
+  if (size_t n = rt->pending_operations())
+    util::fail(call, "runtime", std::to_string(rt->id),
+               std::to_string(n) + " operations are still pending (progress until they complete)");
+  delete rt;
+}
+}  // namespace
+
+void g_runtime_fina() {
+  runtime_impl* rt = global_runtime();
+  if (!rt) util::fail("g_runtime_fina", "runtime", "none", "no global runtime is active");
+  destroy_runtime(rt, "g_runtime_fina");
+}
+
+runtime_t get_g_runtime() { return runtime_t{global_runtime()}; }
+
+void free_runtime(runtime_t* runtime) {
+  if (!runtime || !runtime->p) util::fail("free_runtime", "runtime", "empty", "nothing to free");
+  destroy_runtime(runtime->p, "free_runtime");
+  runtime->p = nullptr;
+}
+
+void set_error_handler(error_handler_fn_t fn, runtime_t runtime) {
+  resolve_runtime(runtime, "set_error_handler")->error_handler.store(fn);
+}
+
+// ---- resources ----------------------------------------------------------------------------
+namespace detail {
+
+device_t alloc_device_impl(const device_args& a) {
+  runtime_impl* rt = resolve_runtime(a.runtime, "alloc_device");
+  return device_t{rt->alloc_device(a.packet_pool.p, a.inbox_depth)};
+}
+
+packet_pool_t alloc_packet_pool_impl(const packet_pool_args& a) {
+  runtime_impl* rt = resolve_runtime(a.runtime, "alloc_packet_pool");
+  size_t ps = a.packet_size ? a.packet_size : rt->attr.packet_size;
+  size_t n = a.npackets ? a.npackets : rt->attr.npackets;
+  if (ps < 64 || ps > (size_t(1) << 30))
+    util::fail("alloc_packet_pool", "packet_size", std::to_string(ps), "must be 64 B .. 1 GiB");
+  return packet_pool_t{rt->alloc_pool(ps, n)};
+}
+
+matching_engine_t alloc_matching_engine_impl(const matching_engine_args& a) {
+  runtime_impl* rt = resolve_runtime(a.runtime, "alloc_matching_engine");
+  return matching_engine_t{rt->alloc_engine(a.nbuckets, a.make_key)};
+}
+
+comp_t alloc_cq_impl(const comp_args& a) {
+  runtime_impl* rt = resolve_runtime(a.runtime, "alloc_cq");
+  return comp_t{new cq_impl(a.depth ? a.depth : rt->attr.cq_depth)};
+}
+
+comp_t alloc_sync_impl(const comp_args& a) {
+  if (a.threshold < 1 || a.threshold > (size_t(1) << 24))
+    util::fail("alloc_sync", "threshold", std::to_string(a.threshold), "must be 1 .. 2^24");
+  return comp_t{new sync_impl(a.threshold)};
+}
+
+comp_t alloc_handler_impl(const comp_args& a) {
+  if (!a.fn) util::fail("alloc_handler", "fn", "empty", "a handler needs a function");
+  return comp_t{new handler_impl(a.fn)};
+}
+
+rcomp_t register_rcomp_impl(const rcomp_args& a) {
+  if (!a.comp.p) util::fail("register_rcomp", "comp", "empty", "register an allocated completion object");
+  return resolve_runtime(a.runtime, "register_rcomp")->register_rcomp(a.comp.p, a.packet_delivery);
+}
+
+void* get_upacket_impl(const upacket_args& a) {
+  packet_pool_impl* p = a.packet_pool.p;
+  if (!p) p = resolve_runtime(a.runtime, "get_upacket")->default_pool;
+  return p->get();
+}
+
+}  // namespace detail
+
+void free_device(device_t* device) {
+  if (!device || !device->p) util::fail("free_device", "device", "empty", "nothing to free");
+  device_impl* d = device->p;
+  if (d == d->rt.default_device)
+    util::fail("free_device", "device", "default device", "the runtime frees its default device");
+  if (size_t n = d->pending_operations())
+    util::fail("free_device", "device", std::to_string(d->index),
+               std::to_string(n) + " operations are still pending on it");
+  d->rt.free_device(d);
+  device->p = nullptr;
+}
+
+device_t get_default_device(runtime_t runtime) {
+  return device_t{resolve_runtime(runtime, "get_default_device")->default_device};
+}
+
+void free_packet_pool(packet_pool_t* pool) {
+  if (!pool || !pool->p) util::fail("free_packet_pool", "pool", "empty", "nothing to free");
+  runtime_impl* rt = resolve_runtime({}, "free_packet_pool");
+  if (pool->p == rt->default_pool)
+    util::fail("free_packet_pool", "pool", "default pool", "the runtime frees its default pool");
+  rt->free_pool(pool->p);
+  pool->p = nullptr;
+}
+
+packet_pool_t get_default_packet_pool(runtime_t runtime) {
+  return packet_pool_t{resolve_runtime(runtime, "get_default_packet_pool")->default_pool};
+}
+
+void free_matching_engine(matching_engine_t* engine) {
+  if (!engine || !engine->p) util::fail("free_matching_engine", "engine", "empty", "nothing to free");
+  resolve_runtime({}, "free_matching_engine")->free_engine(engine->p);
+  engine->p = nullptr;
+}
+
+matching_engine_t get_default_matching_engine(runtime_t runtime) {
+  return matching_engine_t{resolve_runtime(runtime, "get_default_matching_engine")->default_engine};
+}
+
+void free_comp(comp_t* comp) {
+  if (!comp || !comp->p) util::fail("free_comp", "comp", "empty", "nothing to free");
+  comp_impl* c = comp->p;
+  if (int64_t n = c->pending.load(std::memory_order_acquire))
+    util::fail("free_comp", "comp", util::to_hex(c),
+               std::to_string(n) + " operations that signal it are still pending");
+  if (runtime_impl* rt = global_runtime()) rt->forget_comp(c);
+  delete c;
+  comp->p = nullptr;
+}
+
+void deregister_rcomp(rcomp_t rcomp, runtime_t runtime) {
+  resolve_runtime(runtime, "deregister_rcomp")->deregister_rcomp(rcomp);
+}
+
+status_t cq_pop(comp_t cq) {
+  if (!cq.p || cq.p->kind != comp_kind::cq)
+    util::fail("cq_pop", "cq", cq.p ? "not a completion queue" : "empty", "pass a comp from alloc_cq");
+  status_t s;
+  if (!static_cast<cq_impl*>(cq.p)->pop(s)) s.error = errorcode_t::retry;
+  return s;
+}
+
+size_t cq_size(comp_t cq) {
+  if (!cq.p || cq.p->kind != comp_kind::cq)
+    util::fail("cq_size", "cq", cq.p ? "not a completion queue" : "empty", "pass a comp from alloc_cq");
+  return static_cast<cq_impl*>(cq.p)->size();
+}
+
+bool sync_test(comp_t sync, status_t* statuses) {
+  if (!sync.p || sync.p->kind != comp_kind::sync)
+    util::fail("sync_test", "sync", sync.p ? "not a synchronizer" : "empty", "pass a comp from alloc_sync");
+  return static_cast<sync_impl*>(sync.p)->test(statuses);
+}
+
+void comp_signal(comp_t comp, status_t status) {
+  if (!comp.p) util::fail("comp_signal", "comp", "empty", "nothing to signal");
+  while (!comp.p->signal(status)) util::cpu_relax();
+}
+
+void put_upacket(void* packet) {
+  if (!packet) util::fail("put_upacket", "packet", "nullptr", "nothing to return");
+  runtime_impl* rt = global_runtime();
+  packet_pool_impl* p = rt ? rt->pool_owning(packet) : nullptr;
+  if (p) p->put(packet);
+  else std::free(packet);
+}
+
+// ---- operations ---------------------------------------------------------------------------
+namespace detail {
+
+static device_impl* resolve_device(const comm_args& a) {
+  if (a.device.p) return a.device.p;
+  return resolve_runtime(a.runtime, a.call_name)->default_device;
+}
+
+status_t post_comm_impl(const comm_args& a) { return resolve_device(a)->post(a); }
+
+bool cancel_recv_impl(const comm_args& a) { return resolve_device(a)->cancel(a); }
+
+static device_impl* resolve_device(const progress_args& a, const char* call) {
+  if (a.device.p) return a.device.p;
+  return resolve_runtime(a.runtime, call)->default_device;
+}
+
+error_t progress_impl(const progress_args& a) { return resolve_device(a, "progress")->progress(); }
+
+status_t barrier_impl(const progress_args& a) {
+  device_impl* d = resolve_device(a, "barrier");
+  status_t s;
+  s.rank = d->rt.rank();
+  if (a.comp.p) {
+    start_barrier(*d, a.comp.p);
+    s.error = errorcode_t::posted;
+    return s;
+  }
+  sync_impl done(1);
+  start_barrier(*d, &done);
+  status_t out;
+  while (!done.test(&out)) d->progress();
+  if (out.error.is_error())
+    util::fail("barrier", "rank", std::to_string(out.rank), out.error.get_str());
+  s.error = errorcode_t::done;
+  return s;
+}
+
+void sync_wait_impl(comp_t sync, status_t* statuses, const progress_args& a) {
+  if (!sync.p || sync.p->kind != comp_kind::sync)
+    util::fail("sync_wait", "sync", sync.p ? "not a synchronizer" : "empty", "pass a comp from alloc_sync");
+  auto* s = static_cast<sync_impl*>(sync.p);
+  device_impl* d = resolve_device(a, "sync_wait");
+  while (!s->test(statuses)) d->progress();
+}
+
+}  // namespace detail
+}  // namespace weft

@@ -1,0 +1,76 @@
+// A device: one network device of the backend plus the request slab and backlog queue of
+// the operations posted on it. Threads on different devices share no lock on the critical
+// path. The device is also the backend's sink: it turns arrivals into matches, copies and
+// completion signals (the progress engine of the paper's Figure 1).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "backlog/backlog_queue.hpp"
+#include "core/request.hpp"
+#include "core/wire.hpp"
+#include "net/backend.hpp"
+#include "weft/weft.hpp"
+
+namespace weft::detail {
+
+class runtime_impl;
+class packet_pool_impl;
+class comp_impl;
+
+class device_impl final : public net::sink {
+ public:
+  device_impl(runtime_impl& rt, int index, packet_pool_impl* pool, size_t inbox_depth);
+  ~device_impl() override;
+
+  // ---- posting (core/post.cpp) ----
+  status_t post(const comm_args& a);
+  bool cancel(const comm_args& a);
+
+  // ---- progress (core/progress.cpp) ----
+  error_t progress();
+  void on_message(int rank, const void* data, size_t len) override;
+  void on_put_local_done(void* ctx) override;
+  void on_put_remote_done(int rank, uint64_t imm) override;
+  void on_get_done(void* ctx) override;
+
+  // Signals `c` with `s` (or queues the signal when `c` cannot take it now). `counted`:
+  // the operation was counted as pending on `c`.
+  void complete(comp_impl* c, const status_t& s, bool counted);
+  // A control message sent from inside progress: queued in the backlog when the peer's
+  // queue is full.
+  void send_control(int rank, const wire_header& h, const void* body, size_t len);
+  bool peer_dead(int rank) const { return dead_[size_t(rank)].load(std::memory_order_relaxed); }
+  size_t pending_operations();
+
+  runtime_impl& rt;
+  const int index;
+  const size_t inbox_depth;
+  std::unique_ptr<net::device> net;
+  packet_pool_impl* pool;
+  request_slab slab;
+  backlog_queue backlog;
+  size_t eager_limit;
+  std::atomic<uint32_t> barrier_epoch{0};
+
+ private:
+  status_t post_out(const comm_args& a);
+  status_t post_in(const comm_args& a);
+  status_t post_rendezvous(const comm_args& a, const wire_header& h);
+  status_t retry_or_backlog(const comm_args& a, errorcode_t code);
+  status_t match_arrived(request* recv, request* unexpected, const comm_args* poster);
+  void deliver_am(int rank, const wire_header& h, const char* data, size_t size);
+  void arrive_send(int rank, const wire_header& h, const char* data, size_t size);
+  void arrive_rts(int rank, const wire_header& h, const rts_body& b);
+  void wire_error(int rank, const std::string& what);
+  void check_peers();
+  void fail_peer(int rank);
+
+  std::unique_ptr<std::atomic<bool>[]> dead_;
+  int64_t next_peer_check_ns_ = 0;
+  std::string fatal_wire_error_;
+};
+
+}  // namespace weft::detail

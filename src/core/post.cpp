@@ -1,0 +1,246 @@
+// Posting: argument checks, then protocol choice by size (inject / eager in one message,
+// rendezvous above the eager limit) and the hand-off to the backend.
+#include <cstring>
+
+#include "comp/comp.hpp"
+#include "core/device.hpp"
+#include "core/runtime.hpp"
+#include "match/matching_engine.hpp"
+#include "pool/packet_pool.hpp"
+#include "util/fail.hpp"
+
+namespace weft::detail {
+namespace {
+
+status_t immediate(const comm_args& a, errorcode_t code) {
+  status_t s;
+  s.error = code;
+  s.rank = a.rank;
+  s.tag = a.tag;
+  s.buf = a.local_buffer;
+  s.size = a.size;
+  s.user_context = a.user_context;
+  return s;
+}
+
+bool policy_has_rank(matching_policy_t p) {
+  return p == matching_policy_t::rank_tag || p == matching_policy_t::rank_only;
+}
+
+}  // namespace
+
+status_t device_impl::post(const comm_args& a) {
+  const char* call = a.call_name;
+  if (a.rank < 0 || a.rank >= rt.size())
+    util::fail(call, "rank", std::to_string(a.rank),
+               "out of range [0, " + std::to_string(rt.size()) + ")");
+  if (!a.local_buffer && a.size)
+    util::fail(call, "local_buffer", "nullptr", "null buffer with size " + std::to_string(a.size));
+  if (a.size > max_msg_size)
+    util::fail(call, "size", std::to_string(a.size),
+               "exceeds the maximum message size " + std::to_string(max_msg_size));
+  if (uint8_t(a.matching_policy) > uint8_t(matching_policy_t::rank_tag))
+    util::fail(call, "matching_policy", std::to_string(int(a.matching_policy)), "unknown policy");
+  if (a.has_remote_buffer)
+    util::fail(call, "remote_buffer", "set",
+               "one-sided put and get are not available in this release (see docs/api.md)");
+  if (a.direction == direction_t::IN) {
+    if (a.remote_comp != rcomp_null)
+      util::fail(call, "remote_comp", std::to_string(a.remote_comp),
+                 "direction IN with a remote completion but no remote buffer is not a valid "
+                 "operation (Table 1)");
+    return post_in(a);
+  }
+  if (peer_dead(a.rank))
+    util::fail(call, "rank", std::to_string(a.rank), "the peer process has died");
+  return post_out(a);
+}
+
+status_t device_impl::retry_or_backlog(const comm_args& a, errorcode_t code) {
+  if (a.allow_retry) return immediate(a, code);
+  comm_args copy = a;
+  copy.allow_retry = true;
+  copy.allow_done = true;
+  comp_impl* c = a.local_comp.p;
+  if (c) c->pending.fetch_add(1, std::memory_order_relaxed);
+  backlog.push([this, copy, c]() {
+    status_t s = post(copy);
+    if (s.error.is_retry()) return false;
+    if (c) c->pending.fetch_sub(1, std::memory_order_relaxed);
+    if (s.error.is_done()) {
+      s.error = errorcode_t::done_backlog;
+      complete(c, s, false);
+    }
+    return true;
+  });
+  return immediate(a, errorcode_t::posted_backlog);
+}
+
+status_t device_impl::post_out(const comm_args& a) {
+  const bool am = a.remote_comp != rcomp_null;
+  wire_header h{};
+  h.version = wire_version;
+  h.tag = a.tag;
+  if (am) {
+    if (a.remote_comp >= rt.rcomp_count())
+      util::fail(a.call_name, "remote_comp", std::to_string(a.remote_comp),
+                 "unknown remote completion handle (" + std::to_string(rt.rcomp_count()) +
+                     " registered)");
+    h.type = uint8_t(msg_type::eager_am);
+    h.target = a.remote_comp;
+  } else {
+    auto* e = a.matching_engine.p ? a.matching_engine.p : rt.default_engine;
+    h.type = uint8_t(msg_type::eager_send);
+    h.target = e->id();
+    h.policy = uint8_t(a.matching_policy);
+  }
+  if (a.size > eager_limit) {
+    if (a.buffer_is_packet)
+      util::fail(a.call_name, "size", std::to_string(a.size),
+                 "a packet buffer holds at most " + std::to_string(eager_limit) + " bytes");
+    if (!a.allow_posted)
+      util::fail(a.call_name, "allow_posted", "false",
+                 "size " + std::to_string(a.size) + " needs the rendezvous protocol, which "
+                 "cannot complete immediately");
+    h.type = uint8_t(am ? msg_type::rts_am : msg_type::rts_send);
+    return post_rendezvous(a, h);
+  }
+  if (!net->try_send(a.rank, &h, sizeof(h), a.local_buffer, a.size))
+    return retry_or_backlog(a, errorcode_t::retry_nomem);
+  if (a.buffer_is_packet) {
+    auto* p = a.packet_pool.p ? a.packet_pool.p : rt.pool_owning(a.local_buffer);
+    if (p) p->put(a.local_buffer);
+  }
+  if (a.allow_done) return immediate(a, errorcode_t::done);
+  complete(a.local_comp.p, immediate(a, errorcode_t::done), false);
+  return immediate(a, errorcode_t::posted);
+}
+
+status_t device_impl::post_rendezvous(const comm_args& a, const wire_header& h) {
+  request* r = slab.alloc(this);
+  if (!r) return retry_or_backlog(a, errorcode_t::retry_nomem);
+  r->kind = req_kind::rdv_send;
+  r->rank = a.rank;
+  r->tag = a.tag;
+  r->buf = a.local_buffer;
+  r->size = a.size;
+  r->comp = a.local_comp.p;
+  r->user_context = a.user_context;
+  r->is_am = h.type == uint8_t(msg_type::rts_am);
+  r->counted = r->comp != nullptr;
+  rts_body b{a.size, slab.handle(r)};
+  if (r->counted) r->comp->pending.fetch_add(1, std::memory_order_relaxed);
+  if (!net->try_send(a.rank, &h, sizeof(h), &b, sizeof(b))) {
+    if (r->counted) r->comp->pending.fetch_sub(1, std::memory_order_relaxed);
+    slab.free(r);
+    return retry_or_backlog(a, errorcode_t::retry_nomem);
+  }
+  return immediate(a, errorcode_t::posted);
+}
+
+status_t device_impl::post_in(const comm_args& a) {
+  auto* e = a.matching_engine.p ? a.matching_engine.p : rt.default_engine;
+  const uint64_t key = e->make_key(a.rank, a.tag, a.matching_policy);
+  const uint8_t pol = e->stored_policy(a.matching_policy);
+  if (!a.allow_posted) {
+    auto* m = static_cast<request*>(e->take(key, pol, entry_type::send));
+    if (!m) return immediate(a, errorcode_t::retry);
+    request* r = slab.alloc(this);
+    if (!r) util::fail(a.call_name, "request table", "full", "cannot complete the match");
+    r->kind = req_kind::posted_recv;
+    r->buf = a.local_buffer;
+    r->size = a.size;
+    r->comp = a.local_comp.p;
+    r->user_context = a.user_context;
+    return match_arrived(r, m, &a);
+  }
+  request* r = slab.alloc(this);
+  if (!r) return retry_or_backlog(a, errorcode_t::retry_nomem);
+  r->kind = req_kind::posted_recv;
+  r->key = key;
+  r->policy = pol;
+  r->type = entry_type::recv;
+  r->rank = policy_has_rank(a.matching_policy) ? a.rank : -1;
+  r->tag = a.tag;
+  r->buf = a.local_buffer;
+  r->size = a.size;
+  r->comp = a.local_comp.p;
+  r->user_context = a.user_context;
+  r->counted = r->comp != nullptr;
+  if (r->counted) r->comp->pending.fetch_add(1, std::memory_order_relaxed);
+  auto* m = static_cast<request*>(e->insert(r));
+  if (!m) return immediate(a, errorcode_t::posted);
+  if (r->counted) r->comp->pending.fetch_sub(1, std::memory_order_relaxed);
+  r->counted = false;
+  return match_arrived(r, m, &a);
+}
+
+// A receive met a send that arrived first (poster != nullptr: inside the receive's post
+// call) or a send met a posted receive (poster == nullptr: inside progress).
+status_t device_impl::match_arrived(request* recv, request* u, const comm_args* poster) {
+  status_t s;
+  s.rank = u->rank;
+  s.tag = u->tag;
+  s.buf = recv->buf;
+  s.user_context = recv->user_context;
+  comp_impl* comp = recv->comp;
+  bool counted = recv->counted;
+  if (u->kind == req_kind::unexpected_eager) {
+    size_t n = std::min(recv->size, u->msg_size);
+    if (n) memcpy(recv->buf, u->buf, n);
+    s.size = n;
+    s.error = u->msg_size > recv->size ? errorcode_t::error_truncated : errorcode_t::done;
+    if (u->pool) u->pool->put(u->buf);
+    else std::free(u->buf);
+    u->dev->slab.free(u);
+    slab.free(recv);
+    if (poster && poster->allow_done && s.error.is_done()) return s;
+    complete(comp, s, counted);
+    status_t p = s;
+    p.error = errorcode_t::posted;
+    return p;
+  }
+  // Rendezvous: the request that waits for the data must live on the device the sender
+  // talks to, so the unexpected entry becomes the receive.
+  u->kind = req_kind::rdv_recv;
+  u->buf = recv->buf;
+  u->size = std::min(recv->size, u->msg_size);
+  u->comp = comp;
+  u->user_context = recv->user_context;
+  u->counted = comp != nullptr;
+  u->is_am = false;
+  if (u->counted) comp->pending.fetch_add(1, std::memory_order_relaxed);
+  if (counted) comp->pending.fetch_sub(1, std::memory_order_relaxed);
+  slab.free(recv);
+  wire_header h{};
+  h.version = wire_version;
+  h.type = uint8_t(msg_type::cts);
+  cts_body b{u->peer_req, u->dev->slab.handle(u), reinterpret_cast<uint64_t>(u->buf), u->size};
+  u->dev->send_control(u->rank, h, &b, sizeof(b));
+  s.error = errorcode_t::posted;
+  return s;
+}
+
+bool device_impl::cancel(const comm_args& a) {
+  auto* e = a.matching_engine.p ? a.matching_engine.p : rt.default_engine;
+  const uint64_t key = e->make_key(a.rank, a.tag, a.matching_policy);
+  auto* m = e->remove_if(key, e->stored_policy(a.matching_policy), [&](match_entry* x) {
+    auto* r = static_cast<request*>(x);
+    return r->type == entry_type::recv && r->buf == a.local_buffer && r->comp == a.local_comp.p;
+  });
+  if (!m) return false;
+  auto* r = static_cast<request*>(m);
+  status_t s;
+  s.error = errorcode_t::cancelled;
+  s.rank = a.rank;
+  s.tag = a.tag;
+  s.buf = r->buf;
+  s.user_context = r->user_context;
+  comp_impl* c = r->comp;
+  bool counted = r->counted;
+  r->dev->slab.free(r);
+  complete(c, s, counted);
+  return true;
+}
+
+}  // namespace weft::detail

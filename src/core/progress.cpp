@@ -1,0 +1,444 @@
+// The progress engine (LCI paper Figure 1): retry the backlog, poll the backend, match
+// arrivals, signal completion objects, continue rendezvous transfers, and turn the
+// operations waiting on a dead peer into errors.
+#include <time.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "comp/comp.hpp"
+#include "core/device.hpp"
+#include "core/runtime.hpp"
+#include "match/matching_engine.hpp"
+#include "pool/packet_pool.hpp"
+#include "util/fail.hpp"
+#include "util/log.hpp"
+
+namespace weft::detail {
+namespace {
+
+int64_t coarse_now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+// How often a device with pending work checks that its peers are alive.
+constexpr int64_t peer_check_interval_ns = 50 * 1000 * 1000;
+
+const char* type_name(uint8_t t) {
+  switch (msg_type(t)) {
+    case msg_type::eager_send: return "eager send";
+    case msg_type::eager_am: return "eager active message";
+    case msg_type::rts_send: return "rendezvous send";
+    case msg_type::rts_am: return "rendezvous active message";
+    case msg_type::cts: return "clear-to-send";
+    case msg_type::nack: return "rendezvous refusal";
+  }
+  return "unknown";
+}
+
+}  // namespace
+
+device_impl::device_impl(runtime_impl& r, int idx, packet_pool_impl* p, size_t inbox_depth)
+    : rt(r), index(idx), inbox_depth(inbox_depth), pool(p), slab(uint32_t(r.attr.max_requests)),
+      eager_limit(r.attr.eager_size), dead_(new std::atomic<bool>[size_t(r.size())]) {
+  for (int i = 0; i < r.size(); ++i) dead_[size_t(i)].store(false);
+  net::device_config cfg{r.attr.packet_size, inbox_depth};
+  net = r.net->alloc_device(idx, cfg);
+}
+
+device_impl::~device_impl() {
+  // Unexpected messages nobody received: release their buffers.
+  for (uint32_t i = 0; i < slab.capacity() && slab.in_use(); ++i) {
+    request& q = slab.at(i);
+    if (q.kind == req_kind::unexpected_eager) {
+      if (q.pool) q.pool->put(q.buf);
+      else std::free(q.buf);
+    }
+  }
+}
+
+size_t device_impl::pending_operations() {
+  size_t n = backlog.size();
+  if (!slab.in_use()) return n;
+  for (uint32_t i = 0; i < slab.capacity(); ++i) {
+    req_kind k = slab.at(i).kind;
+    if (k == req_kind::posted_recv || k == req_kind::rdv_send || k == req_kind::rdv_recv) ++n;
+  }
+  return n;
+}
+
+void device_impl::complete(comp_impl* c, const status_t& s, bool counted) {
+  if (!c) return;
+  if (counted) c->pending.fetch_sub(1, std::memory_order_relaxed);
+  if (c->signal(s)) return;
+  c->pending.fetch_add(1, std::memory_order_relaxed);
+  backlog.push([c, s]() {
+    c->pending.fetch_sub(1, std::memory_order_relaxed);
+    if (c->signal(s)) return true;
+    c->pending.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  });
+}
+
+void device_impl::send_control(int rank, const wire_header& h, const void* body, size_t len) {
+  if (net->try_send(rank, &h, sizeof(h), body, len)) return;
+  struct msg {
+    wire_header h;
+    char body[48];
+  } m{h, {}};
+  memcpy(m.body, body, len);
+  backlog.push([this, rank, m, len]() {
+    if (peer_dead(rank)) return true;
+    return net->try_send(rank, &m.h, sizeof(m.h), m.body, len);
+  });
+}
+
+void device_impl::wire_error(int rank, const std::string& what) {
+  if (rt.attr.wire_errors_fatal) {
+    if (fatal_wire_error_.empty())
+      fatal_wire_error_ = "from rank " + std::to_string(rank) + ": " + what;
+    return;
+  }
+  rt.report_wire_error(rank, what);
+}
+
+error_t device_impl::progress() {
+  size_t n = backlog.drain();
+  n += net->poll(*this, 32);
+  if (slab.in_use() || !backlog.empty()) {
+    int64_t now = coarse_now_ns();
+    if (now >= next_peer_check_ns_) {
+      next_peer_check_ns_ = now + peer_check_interval_ns;
+      check_peers();
+    }
+  }
+  if (!fatal_wire_error_.empty()) {
+    std::string what;
+    what.swap(fatal_wire_error_);
+    util::fail("progress", "incoming message", what, "malformed (WEFT_WIRE_ERRORS_FATAL is set)");
+  }
+  return n ? errorcode_t::done : errorcode_t::retry;
+}
+
+void device_impl::on_message(int rank, const void* data, size_t len) {
+  const char* p = static_cast<const char*>(data);
+  if (len < sizeof(wire_header)) {
+    wire_error(rank, "truncated message of " + std::to_string(len) + " bytes (a header has " +
+                         std::to_string(sizeof(wire_header)) + ")");
+    return;
+  }
+  wire_header h;
+  memcpy(&h, p, sizeof(h));
+  if (h.version != wire_version) {
+    wire_error(rank, "wire version " + std::to_string(h.version) + ", this rank speaks " +
+                         std::to_string(wire_version));
+    return;
+  }
+  const char* body = p + sizeof(h);
+  const size_t blen = len - sizeof(h);
+  auto need = [&](size_t n) {
+    if (blen == n) return true;
+    wire_error(rank, std::string(type_name(h.type)) + " with a body of " +
+                         std::to_string(blen) + " bytes, expected " + std::to_string(n));
+    return false;
+  };
+  switch (msg_type(h.type)) {
+    case msg_type::eager_am:
+      deliver_am(rank, h, body, blen);
+      return;
+    case msg_type::eager_send:
+      arrive_send(rank, h, body, blen);
+      return;
+    case msg_type::rts_send:
+    case msg_type::rts_am: {
+      if (!need(sizeof(rts_body))) return;
+      rts_body b;
+      memcpy(&b, body, sizeof(b));
+      arrive_rts(rank, h, b);
+      return;
+    }
+    case msg_type::cts: {
+      if (!need(sizeof(cts_body))) return;
+      cts_body b;
+      memcpy(&b, body, sizeof(b));
+      request* s = slab.lookup(b.sreq, req_kind::rdv_send);
+      if (!s || s->rank != rank) {
+        wire_error(rank, "clear-to-send for unknown send request " + std::to_string(b.sreq));
+        return;
+      }
+      if (b.accept > s->size) {
+        wire_error(rank, "clear-to-send accepts " + std::to_string(b.accept) +
+                             " bytes of a " + std::to_string(s->size) + "-byte message");
+        return;
+      }
+      uint64_t sh = b.sreq, rreq = b.rreq, raddr = b.raddr;
+      size_t accept = b.accept;
+      void* ctx = reinterpret_cast<void*>(uintptr_t(sh));
+      if (!net->try_put(rank, s->buf, accept, raddr, {}, true, rreq, ctx)) {
+        backlog.push([this, rank, sh, rreq, raddr, accept, ctx]() {
+          request* q = slab.lookup(sh, req_kind::rdv_send);
+          if (!q) return true;  // failed meanwhile (dead peer)
+          return net->try_put(rank, q->buf, accept, raddr, {}, true, rreq, ctx);
+        });
+      }
+      return;
+    }
+    case msg_type::nack: {
+      if (!need(sizeof(nack_body))) return;
+      nack_body b;
+      memcpy(&b, body, sizeof(b));
+      request* s = slab.lookup(b.sreq, req_kind::rdv_send);
+      if (!s || s->rank != rank || b.errorcode < uint32_t(errorcode_t::error)) {
+        wire_error(rank, "refusal for unknown send request " + std::to_string(b.sreq));
+        return;
+      }
+      status_t st;
+      st.error = errorcode_t(b.errorcode);
+      st.rank = rank;
+      st.tag = s->tag;
+      st.buf = s->buf;
+      st.size = s->size;
+      st.user_context = s->user_context;
+      comp_impl* c = s->comp;
+      bool counted = s->counted;
+      slab.free(s);
+      complete(c, st, counted);
+      return;
+    }
+  }
+  wire_error(rank, "unknown message type " + std::to_string(h.type));
+}
+
+void device_impl::deliver_am(int rank, const wire_header& h, const char* data, size_t size) {
+  rcomp_entry* e = rt.rcomp(h.target);
+  if (!e) {
+    wire_error(rank, "active message for unknown remote completion " + std::to_string(h.target));
+    return;
+  }
+  if (size > eager_limit) {
+    wire_error(rank, "eager active message of " + std::to_string(size) +
+                         " bytes exceeds the eager limit " + std::to_string(eager_limit));
+    return;
+  }
+  void* buf = nullptr;
+  if (e->packet_delivery && size <= pool->packet_size()) buf = pool->get();
+  if (!buf) buf = std::malloc(size ? size : 1);
+  if (!buf) {
+    wire_error(rank, "out of memory for an active message of " + std::to_string(size) + " bytes");
+    return;
+  }
+  if (size) memcpy(buf, data, size);
+  status_t s;
+  s.error = errorcode_t::done;
+  s.rank = rank;
+  s.tag = h.tag;
+  s.buf = buf;
+  s.size = size;
+  complete(e->comp, s, false);
+}
+
+void device_impl::arrive_send(int rank, const wire_header& h, const char* data, size_t size) {
+  matching_engine_impl* e = rt.engine(h.target);
+  if (!e || h.policy > uint8_t(matching_policy_t::rank_tag)) {
+    wire_error(rank, "send for unknown matching engine " + std::to_string(h.target) +
+                         " or policy " + std::to_string(h.policy));
+    return;
+  }
+  if (size > eager_limit) {
+    wire_error(rank, "eager send of " + std::to_string(size) + " bytes exceeds the eager limit " +
+                         std::to_string(eager_limit));
+    return;
+  }
+  const auto policy = matching_policy_t(h.policy);
+  const uint64_t key = e->make_key(rank, h.tag, policy);
+  const uint8_t pol = e->stored_policy(policy);
+  if (auto* r = static_cast<request*>(e->take(key, pol, entry_type::recv))) {
+    size_t n = std::min(r->size, size);
+    if (n) memcpy(r->buf, data, n);
+    status_t s;
+    s.error = size > r->size ? errorcode_t::error_truncated : errorcode_t::done;
+    s.rank = rank;
+    s.tag = h.tag;
+    s.buf = r->buf;
+    s.size = n;
+    s.user_context = r->user_context;
+    comp_impl* c = r->comp;
+    bool counted = r->counted;
+    r->dev->slab.free(r);
+    complete(c, s, counted);
+    return;
+  }
+  request* u = slab.alloc(this);
+  if (!u) {
+    wire_error(rank, "no request left to hold an unexpected send (WEFT_MAX_REQUESTS)");
+    return;
+  }
+  u->kind = req_kind::unexpected_eager;
+  u->key = key;
+  u->policy = pol;
+  u->type = entry_type::send;
+  u->rank = rank;
+  u->tag = h.tag;
+  u->msg_size = size;
+  u->counted = false;
+  u->pool = size <= pool->packet_size() ? pool : nullptr;
+  u->buf = u->pool ? pool->get() : nullptr;
+  if (!u->buf) {
+    u->pool = nullptr;
+    u->buf = std::malloc(size ? size : 1);
+  }
+  if (!u->buf) {
+    slab.free(u);
+    wire_error(rank, "out of memory for an unexpected send of " + std::to_string(size) + " bytes");
+    return;
+  }
+  if (size) memcpy(u->buf, data, size);
+  if (auto* r = static_cast<request*>(e->insert(u))) r->dev->match_arrived(r, u, nullptr);
+}
+
+void device_impl::arrive_rts(int rank, const wire_header& h, const rts_body& b) {
+  auto refuse = [&](errorcode_t code, const std::string& why) {
+    wire_error(rank, why);
+    wire_header n{};
+    n.version = wire_version;
+    n.type = uint8_t(msg_type::nack);
+    nack_body nb{b.sreq, uint32_t(code), 0};
+    send_control(rank, n, &nb, sizeof(nb));
+  };
+  if (b.size > max_msg_size) {
+    refuse(errorcode_t::error, "rendezvous of " + std::to_string(b.size) + " bytes is over the limit");
+    return;
+  }
+  if (msg_type(h.type) == msg_type::rts_am) {
+    rcomp_entry* e = rt.rcomp(h.target);
+    if (!e) {
+      refuse(errorcode_t::error, "active message for unknown remote completion " +
+                                     std::to_string(h.target));
+      return;
+    }
+    void* buf = std::malloc(b.size);
+    request* r = buf ? slab.alloc(this) : nullptr;
+    if (!r) {
+      std::free(buf);
+      refuse(errorcode_t::error_nomem, "cannot take a rendezvous active message of " +
+                                           std::to_string(b.size) + " bytes (out of memory)");
+      return;
+    }
+    r->kind = req_kind::rdv_recv;
+    r->is_am = true;
+    r->rank = rank;
+    r->tag = h.tag;
+    r->buf = buf;
+    r->size = b.size;
+    r->msg_size = b.size;
+    r->comp = e->comp;
+    r->user_context = nullptr;
+    r->counted = false;
+    r->peer_req = b.sreq;
+    wire_header c{};
+    c.version = wire_version;
+    c.type = uint8_t(msg_type::cts);
+    cts_body cb{b.sreq, slab.handle(r), reinterpret_cast<uint64_t>(buf), b.size};
+    send_control(rank, c, &cb, sizeof(cb));
+    return;
+  }
+  matching_engine_impl* e = rt.engine(h.target);
+  if (!e || h.policy > uint8_t(matching_policy_t::rank_tag)) {
+    refuse(errorcode_t::error, "send for unknown matching engine " + std::to_string(h.target));
+    return;
+  }
+  const auto policy = matching_policy_t(h.policy);
+  request* u = slab.alloc(this);
+  if (!u) {
+    refuse(errorcode_t::error_nomem, "no request left for a rendezvous send (WEFT_MAX_REQUESTS)");
+    return;
+  }
+  u->kind = req_kind::unexpected_rts;
+  u->key = e->make_key(rank, h.tag, policy);
+  u->policy = e->stored_policy(policy);
+  u->type = entry_type::send;
+  u->rank = rank;
+  u->tag = h.tag;
+  u->msg_size = b.size;
+  u->peer_req = b.sreq;
+  u->counted = false;
+  if (auto* r = static_cast<request*>(e->insert(u))) r->dev->match_arrived(r, u, nullptr);
+}
+
+void device_impl::on_put_local_done(void* ctx) {
+  request* s = slab.lookup(uint64_t(reinterpret_cast<uintptr_t>(ctx)), req_kind::rdv_send);
+  if (!s) return;  // failed meanwhile (dead peer)
+  status_t st;
+  st.error = errorcode_t::done;
+  st.rank = s->rank;
+  st.tag = s->tag;
+  st.buf = s->buf;
+  st.size = s->size;
+  st.user_context = s->user_context;
+  comp_impl* c = s->comp;
+  bool counted = s->counted;
+  slab.free(s);
+  complete(c, st, counted);
+}
+
+void device_impl::on_put_remote_done(int rank, uint64_t imm) {
+  request* r = slab.lookup(imm, req_kind::rdv_recv);
+  if (!r || r->rank != rank) {
+    wire_error(rank, "data for unknown receive request " + std::to_string(imm));
+    return;
+  }
+  status_t st;
+  st.error = r->msg_size > r->size ? errorcode_t::error_truncated : errorcode_t::done;
+  st.rank = rank;
+  st.tag = r->tag;
+  st.buf = r->buf;
+  st.size = r->size;
+  st.user_context = r->user_context;
+  comp_impl* c = r->comp;
+  bool counted = r->counted;
+  slab.free(r);
+  complete(c, st, counted);
+}
+
+void device_impl::on_get_done(void*) {}
+
+void device_impl::check_peers() {
+  for (int r = 0; r < rt.size(); ++r) {
+    if (r == rt.rank() || peer_dead(r)) continue;
+    if (!net->peer_alive(r)) fail_peer(r);
+  }
+}
+
+// Every operation waiting on `rank` ends with error_peer_dead.
+void device_impl::fail_peer(int rank) {
+  dead_[size_t(rank)].store(true, std::memory_order_relaxed);
+  WEFT_LOG(warn, "rank %d is gone; failing the operations that wait on it", rank);
+  net->forget_peer(rank);
+  auto fail = [&](request* q) {
+    status_t st;
+    st.error = errorcode_t::error_peer_dead;
+    st.rank = rank;
+    st.tag = q->tag;
+    st.buf = q->is_am ? nullptr : q->buf;
+    st.size = q->size;
+    st.user_context = q->user_context;
+    if (q->is_am && q->kind == req_kind::rdv_recv) std::free(q->buf);
+    comp_impl* c = q->is_am && q->kind == req_kind::rdv_recv ? nullptr : q->comp;
+    bool counted = q->counted;
+    q->dev->slab.free(q);
+    complete(c, st, counted);
+  };
+  for (uint32_t i = 0; i < slab.capacity() && slab.in_use(); ++i) {
+    request& q = slab.at(i);
+    if ((q.kind == req_kind::rdv_send || q.kind == req_kind::rdv_recv) && q.rank == rank) fail(&q);
+  }
+  for (uint32_t id = 0; id < rt.engine_count(); ++id) {
+    matching_engine_impl* e = rt.engine(id);
+    if (!e) continue;
+    for (match_entry* m : e->remove_recvs_from(rank)) fail(static_cast<request*>(m));
+  }
+}
+
+}  // namespace weft::detail

@@ -1,0 +1,91 @@
+// Requests: the state of an operation that outlives its post call. They live in a
+// fixed-capacity slab per device and travel on the wire as handles (index and generation),
+// so a stale or forged handle from a peer is recognised instead of dereferenced.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "match/matching_engine.hpp"
+#include "util/index_stack.hpp"
+#include "weft/types.hpp"
+
+namespace weft::detail {
+
+class device_impl;
+class comp_impl;
+class packet_pool_impl;
+
+enum class req_kind : uint8_t {
+  free_,
+  posted_recv,       // in a matching engine, waiting for a send
+  unexpected_eager,  // a send that arrived first, data kept in `buf`
+  unexpected_rts,    // a rendezvous send that arrived first
+  rdv_send,          // waiting for clear-to-send, then for the put to finish
+  rdv_recv,          // waiting for the sender's put
+};
+
+struct request : match_entry {
+  std::atomic<uint32_t> gen{0};
+  req_kind kind = req_kind::free_;
+  bool is_am = false;
+  bool counted = false;          // the completion object counts it as pending
+  bool buffer_is_packet = false;
+  uint32_t index = 0;
+  tag_t tag = 0;
+  void* buf = nullptr;
+  size_t size = 0;      // the local buffer's size
+  size_t msg_size = 0;  // the message's size
+  comp_impl* comp = nullptr;
+  void* user_context = nullptr;
+  uint64_t peer_req = 0;
+  packet_pool_impl* pool = nullptr;  // unexpected data held in a packet of this pool
+  device_impl* dev = nullptr;
+};
+
+class request_slab {
+ public:
+  explicit request_slab(uint32_t capacity)
+      : reqs_(new request[capacity]), free_(capacity), capacity_(capacity) {
+    for (uint32_t i = 0; i < capacity; ++i) reqs_[i].index = i;
+  }
+
+  request* alloc(device_impl* dev) {
+    uint32_t i = free_.pop();
+    if (i == util::index_stack::empty) return nullptr;
+    in_use_.fetch_add(1, std::memory_order_relaxed);
+    request* r = &reqs_[i];
+    r->dev = dev;
+    return r;
+  }
+  void free(request* r) {
+    r->kind = req_kind::free_;
+    r->gen.fetch_add(1, std::memory_order_release);
+    in_use_.fetch_sub(1, std::memory_order_relaxed);
+    free_.push(r->index);
+  }
+  uint64_t handle(const request* r) const {
+    return (uint64_t(r->gen.load(std::memory_order_relaxed)) << 32) | r->index;
+  }
+  // nullptr unless the handle names a live request of this kind.
+  request* lookup(uint64_t h, req_kind kind) {
+    uint32_t i = uint32_t(h);
+    if (i >= capacity_) return nullptr;
+    request* r = &reqs_[i];
+    if (r->gen.load(std::memory_order_acquire) != uint32_t(h >> 32) || r->kind != kind)
+      return nullptr;
+    return r;
+  }
+  size_t in_use() const { return in_use_.load(std::memory_order_relaxed); }
+  uint32_t capacity() const { return capacity_; }
+  request& at(uint32_t i) { return reqs_[i]; }
+
+ private:
+  std::unique_ptr<request[]> reqs_;
+  util::index_stack free_;
+  uint32_t capacity_;
+  std::atomic<size_t> in_use_{0};
+};
+
+}  // namespace weft::detail

@@ -1,0 +1,231 @@
+#include "core/runtime.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+#include "comp/comp.hpp"
+#include "core/device.hpp"
+#include "core/wire.hpp"
+#include "match/matching_engine.hpp"
+#include "pool/packet_pool.hpp"
+#include "util/env.hpp"
+#include "util/fail.hpp"
+#include "util/log.hpp"
+
+namespace weft::detail {
+namespace {
+
+std::atomic<runtime_impl*> g_runtime{nullptr};
+std::atomic<int> g_next_runtime_id{0};
+
+size_t pick(size_t given, const char* env, size_t fallback) {
+  return given ? given : util::env_size(env, fallback);
+}
+
+void default_error_handler(const wire_error_t& e) {
+  util::log_message(util::log_level::error, "rank %d: message from rank %d dropped: %s",
+                    e.rank_me, e.peer, e.what.c_str());
+}
+
+}  // namespace
+
+runtime_impl* global_runtime() { return g_runtime.load(std::memory_order_acquire); }
+
+runtime_impl* resolve_runtime(runtime_t rt, const char* call) {
+  runtime_impl* r = rt.p ? rt.p : g_runtime.load(std::memory_order_acquire);
+  if (!r)
+    util::fail(call, "runtime", "none",
+               "no runtime is active (call g_runtime_init() first; calls after "
+               "g_runtime_fina() are invalid)");
+  return r;
+}
+
+runtime_impl::runtime_impl(const runtime_args& a, bool global)
+    : id(g_next_runtime_id.fetch_add(1)), is_global(global), rcomps_(16), engines_(8) {
+  boot = bootstrap::acquire();
+  util::set_log_rank(boot->rank());
+  attr.packet_size = pick(a.packet_size, "WEFT_PACKET_SIZE", 8192);
+  attr.npackets = pick(a.npackets, "WEFT_NPACKETS", 1024);
+  attr.match_buckets = pick(a.match_buckets, "WEFT_MATCH_BUCKETS", 65536);
+  attr.cq_depth = pick(a.cq_depth, "WEFT_CQ_DEPTH", 65536);
+  attr.inbox_depth = pick(a.inbox_depth, "WEFT_INBOX_DEPTH", 256);
+  attr.max_requests = pick(a.max_requests, "WEFT_MAX_REQUESTS", 65536);
+  attr.wire_errors_fatal = a.wire_errors_fatal >= 0 ? a.wire_errors_fatal != 0
+                                                    : util::env_bool("WEFT_WIRE_ERRORS_FATAL", false);
+  if (attr.packet_size < 256 || attr.packet_size > (size_t(1) << 24) ||
+      (attr.packet_size & (attr.packet_size - 1)))
+    util::fail("g_runtime_init", "packet_size", std::to_string(attr.packet_size),
+               "must be a power of two from 256 to 16 MiB");
+  if (attr.npackets < 1)
+    util::fail("g_runtime_init", "npackets", "0", "must be at least 1");
+  if (attr.max_requests < 16 || attr.max_requests > (size_t(1) << 30))
+    util::fail("g_runtime_init", "max_requests", std::to_string(attr.max_requests),
+               "must be 16 .. 2^30");
+  if (attr.inbox_depth < 2 || attr.inbox_depth > (size_t(1) << 20))
+    util::fail("g_runtime_init", "inbox_depth", std::to_string(attr.inbox_depth),
+               "must be 2 .. 2^20");
+  // A message occupies one cell of packet_size bytes: 16 for the queue, 16 for the header.
+  const size_t eager_max = attr.packet_size - 32;
+  attr.eager_size = pick(a.eager_size, "WEFT_EAGER_SIZE", eager_max);
+  if (attr.eager_size > eager_max)
+    util::fail("g_runtime_init", "eager_size", std::to_string(attr.eager_size),
+               "exceeds packet_size - 32 = " + std::to_string(eager_max));
+  const size_t inject_max = 64 - 32;
+  attr.inject_size = a.inject_size != SIZE_MAX ? a.inject_size
+                                               : util::env_size("WEFT_INJECT_SIZE", inject_max);
+  if (attr.inject_size > inject_max || attr.inject_size > attr.eager_size)
+    util::fail("g_runtime_init", "inject_size", std::to_string(attr.inject_size),
+               "exceeds one cache line less headers (" + std::to_string(inject_max) +
+                   " B) or the eager size");
+
+  check_agreement();
+  net = net::make_context(boot, id);
+  engines_.put(internal_engine_id, new matching_engine_impl(internal_engine_id, 1024, nullptr));
+  default_engine = alloc_engine(attr.match_buckets, nullptr);
+  default_pool = alloc_pool(attr.packet_size, attr.npackets);
+  default_device = alloc_device(default_pool, attr.inbox_depth);
+
+  if (global) {
+    runtime_impl* expected = nullptr;
+    if (!g_runtime.compare_exchange_strong(expected, this))
+      util::fail("g_runtime_init", "global runtime", "already active",
+                 "call g_runtime_fina() before initialising it again");
+  }
+}
+
+// Settings that change the wire must agree everywhere: rank 0 compares them all and
+// publishes a verdict that names both values and both ranks.
+void runtime_impl::check_agreement() {
+  if (boot->size() == 1) return;
+  char mine[256];
+  snprintf(mine, sizeof(mine), "wire_version=%u packet_size=%zu eager_size=%zu inject_size=%zu",
+           unsigned(wire_version), attr.packet_size, attr.eager_size, attr.inject_size);
+  std::string prefix = "cfg-" + std::to_string(id) + "-";
+  boot->put(prefix + std::to_string(boot->rank()), mine);
+  if (boot->rank() == 0) {
+    std::string verdict = "ok";
+    for (int r = 1; r < boot->size() && verdict == "ok"; ++r) {
+      std::string theirs = boot->get(prefix + std::to_string(r));
+      if (theirs == mine) continue;
+      // name the first differing setting
+      size_t i = 0;
+      while (i < theirs.size() && i < strlen(mine) && theirs[i] == mine[i]) ++i;
+      size_t start = std::string(mine).rfind(' ', i);
+      start = start == std::string::npos ? 0 : start + 1;
+      auto field = [&](const std::string& s) { return s.substr(start, s.find(' ', start) - start); };
+      verdict = "settings differ between ranks: rank 0 has " + field(mine) + ", rank " +
+                std::to_string(r) + " has " + field(theirs);
+    }
+    boot->put(prefix + "verdict", verdict);
+    if (verdict != "ok") util::fail("g_runtime_init", "settings", mine, verdict);
+  } else {
+    std::string verdict = boot->get(prefix + "verdict");
+    if (verdict != "ok") util::fail("g_runtime_init", "settings", mine, verdict);
+  }
+}
+
+runtime_impl::~runtime_impl() {
+  if (is_global) {
+    runtime_impl* self = this;
+    g_runtime.compare_exchange_strong(self, nullptr);
+  }
+  for (auto* d : devices_) delete d;
+  for (auto* p : pools_) delete p;
+  for (size_t i = 0; i < engines_.size(); ++i) delete engines_.get(i);
+}
+
+size_t runtime_impl::pending_operations() {
+  std::lock_guard<std::mutex> g(lock_);
+  size_t n = 0;
+  for (auto* d : devices_) n += d->pending_operations();
+  return n;
+}
+
+device_impl* runtime_impl::alloc_device(packet_pool_impl* pool, size_t inbox_depth) {
+  std::lock_guard<std::mutex> g(lock_);  // collective: one allocation at a time per process
+  auto* d = new device_impl(*this, next_device_index_++, pool ? pool : default_pool,
+                            inbox_depth ? inbox_depth : attr.inbox_depth);
+  devices_.push_back(d);
+  return d;
+}
+
+void runtime_impl::free_device(device_impl* d) {
+  std::lock_guard<std::mutex> g(lock_);
+  auto it = std::find(devices_.begin(), devices_.end(), d);
+  if (it == devices_.end())
+    util::fail("free_device", "device", util::to_hex(d), "not a device of this runtime");
+  devices_.erase(it);
+  delete d;
+}
+
+packet_pool_impl* runtime_impl::alloc_pool(size_t packet_size, size_t npackets) {
+  auto* p = new packet_pool_impl(packet_size, npackets);
+  std::lock_guard<std::mutex> g(lock_);
+  pools_.push_back(p);
+  return p;
+}
+
+void runtime_impl::free_pool(packet_pool_impl* p) {
+  std::lock_guard<std::mutex> g(lock_);
+  for (auto* d : devices_)
+    if (d->pool == p)
+      util::fail("free_packet_pool", "packet_pool", util::to_hex(p),
+                 "device " + std::to_string(d->index) + " still uses it");
+  if (p->available() != p->npackets())
+    util::fail("free_packet_pool", "packet_pool", util::to_hex(p),
+               std::to_string(p->npackets() - p->available()) + " packets are still in use");
+  pools_.erase(std::find(pools_.begin(), pools_.end(), p));
+  delete p;
+}
+
+packet_pool_impl* runtime_impl::pool_owning(const void* ptr) {
+  std::lock_guard<std::mutex> g(lock_);
+  for (auto* p : pools_)
+    if (p->owns(ptr)) return p;
+  return nullptr;
+}
+
+matching_engine_impl* runtime_impl::alloc_engine(size_t nbuckets, make_key_fn_t fn) {
+  std::lock_guard<std::mutex> g(lock_);
+  uint32_t id = uint32_t(engines_.size());
+  auto* e = new matching_engine_impl(id, nbuckets ? nbuckets : attr.match_buckets, fn);
+  engines_.put(id, e);
+  return e;
+}
+
+void runtime_impl::free_engine(matching_engine_impl* e) {
+  if (e == default_engine || e->id() == internal_engine_id)
+    util::fail("free_matching_engine", "engine", std::to_string(e->id()),
+               "the runtime's own engines are freed with the runtime");
+  if (size_t n = e->entries())
+    util::fail("free_matching_engine", "engine", std::to_string(e->id()),
+               std::to_string(n) + " receives or unexpected messages are still queued in it");
+  std::lock_guard<std::mutex> g(lock_);
+  engines_.put(e->id(), nullptr);
+  delete e;
+}
+
+rcomp_t runtime_impl::register_rcomp(comp_impl* c, bool packet_delivery) {
+  std::lock_guard<std::mutex> g(lock_);
+  rcomp_storage_.push_back(std::make_unique<rcomp_entry>(rcomp_entry{c, packet_delivery}));
+  return rcomp_t(rcomps_.push_back(rcomp_storage_.back().get()));
+}
+
+void runtime_impl::deregister_rcomp(rcomp_t r) {
+  if (r >= rcomps_.size() || !rcomps_.get(r))
+    util::fail("deregister_rcomp", "rcomp", std::to_string(r), "not a registered remote completion");
+  rcomps_.put(r, nullptr);
+}
+
+void runtime_impl::forget_comp(comp_impl* c) {
+  for (size_t i = 0; i < rcomps_.size(); ++i)
+    if (auto* e = rcomps_.get(i); e && e->comp == c) rcomps_.put(i, nullptr);
+}
+
+void runtime_impl::report_wire_error(int peer, const std::string& what) {
+  auto fn = error_handler.load(std::memory_order_acquire);
+  (fn ? fn : default_error_handler)(wire_error_t{rank(), peer, what});
+}
+
+}  // namespace weft::detail

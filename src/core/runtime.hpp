@@ -1,0 +1,98 @@
+// The runtime object: configuration, the network context and the registries that must be
+// identical on every rank (remote completions, matching engines, devices by index).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "bootstrap/bootstrap.hpp"
+#include "net/backend.hpp"
+#include "util/mpmc_array.hpp"
+#include "weft/weft.hpp"
+
+namespace weft::detail {
+
+class device_impl;
+class comp_impl;
+class matching_engine_impl;
+class packet_pool_impl;
+
+struct runtime_attr {
+  size_t packet_size;
+  size_t npackets;
+  size_t inject_size;
+  size_t eager_size;
+  size_t match_buckets;
+  size_t cq_depth;
+  size_t inbox_depth;
+  size_t max_requests;
+  bool wire_errors_fatal;
+};
+
+struct rcomp_entry {
+  comp_impl* comp;
+  bool packet_delivery;
+};
+
+// Matching engine ids on the wire: 0 is Weft's own (barrier), 1 the default.
+inline constexpr uint32_t internal_engine_id = 0;
+
+class runtime_impl {
+ public:
+  runtime_impl(const runtime_args& a, bool global);
+  ~runtime_impl();
+
+  int rank() const { return boot->rank(); }
+  int size() const { return boot->size(); }
+
+  device_impl* alloc_device(packet_pool_impl* pool, size_t inbox_depth);
+  void free_device(device_impl* d);
+  packet_pool_impl* alloc_pool(size_t packet_size, size_t npackets);
+  void free_pool(packet_pool_impl* p);
+  matching_engine_impl* alloc_engine(size_t nbuckets, make_key_fn_t fn);
+  void free_engine(matching_engine_impl* e);
+
+  rcomp_t register_rcomp(comp_impl* c, bool packet_delivery);
+  void deregister_rcomp(rcomp_t r);
+  rcomp_entry* rcomp(uint32_t r) const { return rcomps_.get(r); }
+  size_t rcomp_count() const { return rcomps_.size(); }
+  matching_engine_impl* engine(uint32_t id) const { return engines_.get(id); }
+  uint32_t engine_count() const { return uint32_t(engines_.size()); }
+  packet_pool_impl* pool_owning(const void* p);
+  // Completion objects still registered, so free_comp can deregister them.
+  void forget_comp(comp_impl* c);
+
+  void report_wire_error(int peer, const std::string& what);
+  size_t pending_operations();
+
+  std::shared_ptr<bootstrap::bootstrap> boot;
+  std::unique_ptr<net::context> net;
+  runtime_attr attr{};
+  const int id;
+  const bool is_global;
+  device_impl* default_device = nullptr;
+  packet_pool_impl* default_pool = nullptr;
+  matching_engine_impl* default_engine = nullptr;
+  std::atomic<error_handler_fn_t> error_handler{nullptr};
+
+ private:
+  void check_agreement();
+
+  std::mutex lock_;  // resource lists; serialises collective allocations
+  std::vector<device_impl*> devices_;
+  int next_device_index_ = 0;
+  std::vector<packet_pool_impl*> pools_;
+  util::mpmc_array<rcomp_entry*> rcomps_;
+  util::mpmc_array<matching_engine_impl*> engines_;
+  std::vector<std::unique_ptr<rcomp_entry>> rcomp_storage_;
+};
+
+// The runtime a call runs on: the one given, else the global one; fails naming `call`
+// when none is active (before g_runtime_init or after g_runtime_fina).
+runtime_impl* resolve_runtime(runtime_t rt, const char* call);
+runtime_impl* global_runtime();
+
+}  // namespace weft::detail

@@ -1,0 +1,49 @@
+// The one wire header format. Every message starts with it; the receiver checks the
+// version, the type and the length before it reads anything else.
+#pragma once
+
+#include <cstdint>
+
+namespace weft::detail {
+
+inline constexpr uint8_t wire_version = 1;
+
+enum class msg_type : uint8_t {
+  eager_send = 1,  // payload follows the header
+  eager_am = 2,
+  rts_send = 3,  // rendezvous: ready to send (rts_body)
+  rts_am = 4,
+  cts = 5,   // clear to send: write into this buffer (cts_body)
+  nack = 6,  // the target refused a rendezvous (nack_body)
+};
+
+struct wire_header {
+  uint8_t version;
+  uint8_t type;
+  uint8_t policy;  // matching policy of a send
+  uint8_t flags;
+  uint32_t tag;
+  uint32_t target;  // remote completion handle (am) or matching engine id (send)
+  uint32_t reserved;
+};
+static_assert(sizeof(wire_header) == 16);
+
+struct rts_body {
+  uint64_t size;
+  uint64_t sreq;  // sender's request handle
+};
+
+struct cts_body {
+  uint64_t sreq;
+  uint64_t rreq;
+  uint64_t raddr;
+  uint64_t accept;  // bytes the receiver takes (less than size: truncated)
+};
+
+struct nack_body {
+  uint64_t sreq;
+  uint32_t errorcode;
+  uint32_t reserved;
+};
+
+}  // namespace weft::detail

@@ -1,0 +1,80 @@
+// Matching engine (LCI paper 4.1.3): a hash table of buckets, each a FIFO of entries
+// under its own spinlock. insert() either removes and returns the oldest entry with the
+// same key and the complementary type, or appends the new entry and returns nullptr.
+// Entries are intrusive (embedded in requests), so matching never allocates.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "util/spinlock.hpp"
+#include "weft/types.hpp"
+
+namespace weft::detail {
+
+enum class entry_type : uint8_t { send = 0, recv = 1 };
+
+struct match_entry {
+  match_entry* next = nullptr;
+  uint64_t key = 0;
+  int rank = -1;  // source rank of a send, expected rank of a receive (or -1)
+  entry_type type = entry_type::send;
+  uint8_t policy = 0;
+};
+
+class matching_engine_impl {
+ public:
+  matching_engine_impl(uint32_t id, size_t nbuckets, make_key_fn_t user_fn);
+
+  uint32_t id() const { return id_; }
+  size_t nbuckets() const { return mask_ + 1; }
+  uint64_t make_key(int rank, tag_t tag, matching_policy_t policy) const;
+  // The policy stored in entries: keys made by a user function form one class of their own.
+  uint8_t stored_policy(matching_policy_t p) const { return user_fn_ ? 0x80 : uint8_t(p); }
+
+  match_entry* insert(match_entry* e);
+  // Removes and returns a complementary entry without inserting anything.
+  match_entry* take(uint64_t key, uint8_t policy, entry_type want);
+  // Removes the first entry satisfying pred among those with this key.
+  template <typename Pred>
+  match_entry* remove_if(uint64_t key, uint8_t policy, Pred&& pred);
+  // Removes every receive expecting `rank` (its sender died).
+  std::vector<match_entry*> remove_recvs_from(int rank);
+  size_t entries() const;
+
+ private:
+  struct alignas(util::cache_line) bucket {
+    util::spinlock lock;
+    match_entry* head = nullptr;
+    match_entry* tail = nullptr;
+  };
+  bucket& bucket_of(uint64_t key, uint8_t policy) {
+    uint64_t h = (key ^ (uint64_t(policy) << 61)) * 0x9E3779B97F4A7C15ull;
+    return buckets_[(h >> 20) & mask_];
+  }
+  static match_entry* unlink_first(bucket& b, uint64_t key, uint8_t policy, entry_type want);
+
+  uint32_t id_;
+  size_t mask_;
+  make_key_fn_t user_fn_;
+  std::unique_ptr<bucket[]> buckets_;
+};
+
+template <typename Pred>
+match_entry* matching_engine_impl::remove_if(uint64_t key, uint8_t policy, Pred&& pred) {
+  bucket& b = bucket_of(key, policy);
+  util::lock_guard<util::spinlock> g(b.lock);
+  match_entry* prev = nullptr;
+  for (match_entry* e = b.head; e; prev = e, e = e->next) {
+    if (e->key == key && e->policy == policy && pred(e)) {
+      (prev ? prev->next : b.head) = e->next;
+      if (b.tail == e) b.tail = prev;
+      e->next = nullptr;
+      return e;
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace weft::detail

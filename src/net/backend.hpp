@@ -1,0 +1,95 @@
+// The one small interface every network backend implements (shm now; ofi and ucx later).
+// A context holds a runtime's global network resources; a device holds those a thread
+// touches on the critical path. Nothing above this file knows which backend runs.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace weft::bootstrap {
+class bootstrap;
+}
+
+namespace weft::net {
+
+// Receives what a device's poll found. Called on the polling thread.
+class sink {
+ public:
+  virtual ~sink() = default;
+  // A message from `rank`; `data` is valid only during the call.
+  virtual void on_message(int rank, const void* data, size_t len) = 0;
+  // A put's source buffer may be reused (`ctx` as given to try_put).
+  virtual void on_put_local_done(void* ctx) = 0;
+  // A put with notification from `rank` is visible in this process's memory.
+  virtual void on_put_remote_done(int rank, uint64_t imm) = 0;
+  // A get's data has arrived in the local buffer.
+  virtual void on_get_done(void* ctx) = 0;
+};
+
+// A local registration. Backends that need none (shm) fill base and size only.
+struct mr_t {
+  void* base = nullptr;
+  size_t size = 0;
+  uint64_t key = 0;
+  void* backend = nullptr;
+};
+
+// What a peer needs to address registered memory of this process.
+struct rkey_t {
+  uint64_t key = 0;
+};
+
+struct device_config {
+  size_t cell_size;    // largest message (header + payload) one send carries
+  size_t inbox_depth;  // messages that may wait in a device's receive queue
+};
+
+class device {
+ public:
+  virtual ~device() = default;
+  virtual size_t max_message_size() const = 0;
+  // Largest header + payload that a backend moves as one cache line (or doorbell).
+  virtual size_t max_inject_size() const = 0;
+
+  // Two-sided: the concatenation hdr|payload reaches the peer's device of the same index.
+  // False when the peer's queue is full: retry later.
+  virtual bool try_send(int rank, const void* hdr, size_t hdr_len, const void* payload,
+                        size_t len) = 0;
+
+  // One-sided. `remote_addr` is an address in the target process covered by `rkey`.
+  // With `notify`, the target's sink gets on_put_remote_done(imm) once the data is there.
+  // False: resources busy, retry later.
+  virtual bool try_put(int rank, const void* src, size_t size, uint64_t remote_addr,
+                       rkey_t rkey, bool notify, uint64_t imm, void* ctx) = 0;
+  virtual bool try_get(int rank, void* dst, size_t size, uint64_t remote_addr, rkey_t rkey,
+                       void* ctx) = 0;
+
+  // Delivers up to `max` events to the sink and advances transfers in flight.
+  // Returns the number of events and transfer steps performed.
+  virtual size_t poll(sink& s, size_t max) = 0;
+
+  // False once the peer process is known to be gone.
+  virtual bool peer_alive(int rank) = 0;
+  // Drops every transfer in flight with a dead peer; when it returns, no thread touches
+  // the local buffers of those transfers again.
+  virtual void forget_peer(int rank) = 0;
+};
+
+class context {
+ public:
+  virtual ~context() = default;
+  virtual const char* name() const = 0;
+  // Collective over all ranks, in the same order everywhere: device i talks to device i.
+  virtual std::unique_ptr<device> alloc_device(int index, const device_config& cfg) = 0;
+  virtual mr_t register_memory(void* base, size_t size) = 0;
+  virtual void deregister_memory(mr_t& mr) = 0;
+  virtual rkey_t get_rkey(const mr_t& mr) = 0;
+  // A one-line description of the mechanisms chosen (for logs and benchmarks).
+  virtual std::string describe() const = 0;
+};
+
+std::unique_ptr<context> make_context(std::shared_ptr<bootstrap::bootstrap> boot, int context_id);
+
+}  // namespace weft::net

@@ -1,0 +1,71 @@
+#include "net/shm/segment.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "util/fail.hpp"
+
+namespace weft::net::shm {
+
+segment::~segment() {
+  if (base_) munmap(base_, size_);
+  unlink();
+}
+
+void segment::create(const std::string& name, size_t size) {
+  size_ = size;
+  if (name.empty()) {
+    base_ = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (base_ == MAP_FAILED) {
+      base_ = nullptr;
+      util::fail("shm segment", "size", std::to_string(size), strerror(errno));
+    }
+    return;
+  }
+  int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0) util::fail("shm_open", "name", name, strerror(errno));
+  name_ = name;
+  owner_ = true;
+  if (ftruncate(fd, off_t(size)) != 0) {
+    int e = errno;
+    close(fd);
+    util::fail("shm segment ftruncate", "size", std::to_string(size), strerror(e));
+  }
+  base_ = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  int e = errno;
+  close(fd);
+  if (base_ == MAP_FAILED) {
+    base_ = nullptr;
+    util::fail("shm segment mmap", "size", std::to_string(size), strerror(e));
+  }
+}
+
+void segment::attach(const std::string& name, size_t size) {
+  int fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0) util::fail("shm_open (attach)", "name", name, strerror(errno));
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || size_t(st.st_size) < size) {
+    close(fd);
+    util::fail("shm segment attach", "name", name, "segment is smaller than expected");
+  }
+  size_ = size;
+  base_ = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  int e = errno;
+  close(fd);
+  if (base_ == MAP_FAILED) {
+    base_ = nullptr;
+    util::fail("shm segment mmap (attach)", "name", name, strerror(e));
+  }
+}
+
+void segment::unlink() {
+  if (owner_ && !name_.empty()) shm_unlink(name_.c_str());
+  owner_ = false;
+}
+
+}  // namespace weft::net::shm

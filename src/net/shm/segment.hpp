@@ -1,0 +1,31 @@
+// A POSIX shared-memory segment private to the job: mode 0600, an unguessable name, and
+// unlinked as soon as every local peer has mapped it (so a crash leaves no file behind).
+// A job with one local process uses anonymous memory and creates no file at all.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace weft::net::shm {
+
+class segment {
+ public:
+  segment() = default;
+  ~segment();
+  segment(const segment&) = delete;
+  segment& operator=(const segment&) = delete;
+
+  void create(const std::string& name, size_t size);  // name empty: anonymous
+  void attach(const std::string& name, size_t size);
+  void unlink();
+  void* base() const { return base_; }
+  size_t size() const { return size_; }
+
+ private:
+  void* base_ = nullptr;
+  size_t size_ = 0;
+  std::string name_;
+  bool owner_ = false;
+};
+
+}  // namespace weft::net::shm

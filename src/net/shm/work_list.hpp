@@ -1,0 +1,76 @@
+// Transfers in flight on a device. Any thread may add; one thread at a time advances them
+// (a try-lock: a second poller skips the list instead of waiting).
+#pragma once
+
+#include <atomic>
+#include <vector>
+
+#include "util/spinlock.hpp"
+
+namespace weft::net::shm {
+
+template <typename T>
+class work_list {
+ public:
+  void add(const T& item) {
+    util::lock_guard<util::spinlock> g(incoming_lock_);
+    incoming_.push_back(item);
+    pending_.fetch_add(1, std::memory_order_release);
+  }
+
+  // fn(T&) returns true when the item is finished and may be dropped.
+  template <typename Fn>
+  size_t advance(Fn&& fn) {
+    if (pending_.load(std::memory_order_acquire) == 0) return 0;
+    if (!owner_.try_lock()) return 0;
+    {
+      util::lock_guard<util::spinlock> g(incoming_lock_);
+      for (auto& t : incoming_) items_.push_back(t);
+      incoming_.clear();
+    }
+    size_t finished = 0;
+    for (size_t i = 0; i < items_.size();) {
+      if (fn(items_[i])) {
+        items_[i] = items_.back();
+        items_.pop_back();
+        ++finished;
+      } else {
+        ++i;
+      }
+    }
+    if (finished) pending_.fetch_sub(finished, std::memory_order_release);
+    owner_.unlock();
+    return finished + 1;
+  }
+
+  // Blocks out advance() (it waits for a running one) and drops items matching pred.
+  template <typename Pred>
+  void remove_if(Pred&& pred) {
+    util::lock_guard<util::spinlock> o(owner_);
+    util::lock_guard<util::spinlock> g(incoming_lock_);
+    for (auto& t : incoming_) items_.push_back(t);
+    incoming_.clear();
+    size_t removed = 0;
+    for (size_t i = 0; i < items_.size();) {
+      if (pred(items_[i])) {
+        items_[i] = items_.back();
+        items_.pop_back();
+        ++removed;
+      } else {
+        ++i;
+      }
+    }
+    if (removed) pending_.fetch_sub(removed, std::memory_order_release);
+  }
+
+  bool empty() const { return pending_.load(std::memory_order_acquire) == 0; }
+
+ private:
+  util::spinlock owner_;
+  std::vector<T> items_;
+  util::spinlock incoming_lock_;
+  std::vector<T> incoming_;
+  std::atomic<size_t> pending_{0};
+};
+
+}  // namespace weft::net::shm

@@ -1,0 +1,90 @@
+#include "pool/packet_pool.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <random>
+
+#include "util/fail.hpp"
+#include "util/thread_index.hpp"
+
+namespace weft::detail {
+
+packet_pool_impl::packet_pool_impl(size_t packet_size, size_t npackets)
+    : packet_size_(packet_size), npackets_(npackets), deques_(64) {
+  region_ = static_cast<char*>(std::aligned_alloc(4096, ((packet_size * npackets + 4095) / 4096) * 4096));
+  if (!region_)
+    util::fail("alloc_packet_pool", "npackets", std::to_string(npackets), "out of memory");
+  deque& d = local();
+  for (size_t i = 0; i < npackets; ++i) d.push_back(region_ + i * packet_size);
+}
+
+packet_pool_impl::~packet_pool_impl() {
+  for (size_t i = 0; i < deques_.size(); ++i) delete deques_.get(i);
+  std::free(region_);
+}
+
+packet_pool_impl::deque& packet_pool_impl::local() {
+  size_t idx = util::thread_index();
+  deque* d = deques_.get(idx);
+  if (!d) {
+    d = new deque;
+    d->capacity = npackets_ ? npackets_ : 1;
+    d->slots.reset(new void*[d->capacity]);
+    deques_.put(idx, d);
+  }
+  return *d;
+}
+
+bool packet_pool_impl::steal_into(deque& mine) {
+  thread_local std::minstd_rand rng{std::random_device{}()};
+  size_t n = deques_.size();
+  if (n < 2) return false;
+  deque* victim = deques_.get(rng() % n);
+  if (!victim || victim == &mine || !victim->lock.try_lock()) return false;
+  size_t take = (victim->count + 1) / 2;
+  void* moved[256];
+  size_t got = 0;
+  while (got < take && got < 256) moved[got++] = victim->pop_front();
+  victim->lock.unlock();
+  if (!got) return false;
+  util::lock_guard<util::spinlock> g(mine.lock);
+  for (size_t i = 0; i < got; ++i) mine.push_back(moved[i]);
+  return true;
+}
+
+void* packet_pool_impl::get() {
+  deque& d = local();
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    {
+      util::lock_guard<util::spinlock> g(d.lock);
+      if (void* p = d.pop_back()) return p;
+    }
+    if (!steal_into(d)) {
+      // one sweep over every deque before reporting the pool empty
+      for (size_t i = 0; i < deques_.size(); ++i) {
+        deque* v = deques_.get(i);
+        if (!v || v == &d || !v->lock.try_lock()) continue;
+        void* p = v->pop_back();
+        v->lock.unlock();
+        if (p) return p;
+      }
+      return nullptr;
+    }
+  }
+  return nullptr;
+}
+
+void packet_pool_impl::put(void* packet) {
+  deque& d = local();
+  util::lock_guard<util::spinlock> g(d.lock);
+  d.push_back(packet);
+}
+
+size_t packet_pool_impl::available() const {
+  size_t total = 0;
+  for (size_t i = 0; i < deques_.size(); ++i)
+    if (deque* d = deques_.get(i)) total += d->count;
+  return total;
+}
+
+}  // namespace weft::detail

@@ -1,0 +1,85 @@
+// Bounded multi-producer multi-consumer queue (sequence-numbered cells, after D. Vyukov's
+// design). No locks, no allocation after construction; push fails when full.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "util/spinlock.hpp"
+
+namespace weft::util {
+
+inline size_t round_up_pow2(size_t n) {
+  size_t p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
+
+template <typename T>
+class mpmc_queue {
+ public:
+  explicit mpmc_queue(size_t capacity)
+      : mask_(round_up_pow2(capacity < 2 ? 2 : capacity) - 1), cells_(new cell[mask_ + 1]) {
+    for (size_t i = 0; i <= mask_; ++i) cells_[i].seq.store(i, std::memory_order_relaxed);
+  }
+
+  bool push(const T& v) {
+    size_t pos = tail_.load(std::memory_order_relaxed);
+    for (;;) {
+      cell& c = cells_[pos & mask_];
+      size_t seq = c.seq.load(std::memory_order_acquire);
+      intptr_t dif = intptr_t(seq) - intptr_t(pos);
+      if (dif == 0) {
+        if (tail_.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) {
+          c.value = v;
+          c.seq.store(pos + 1, std::memory_order_release);
+          return true;
+        }
+      } else if (dif < 0) {
+        return false;
+      } else {
+        pos = tail_.load(std::memory_order_relaxed);
+      }
+    }
+  }
+
+  bool pop(T& out) {
+    size_t pos = head_.load(std::memory_order_relaxed);
+    for (;;) {
+      cell& c = cells_[pos & mask_];
+      size_t seq = c.seq.load(std::memory_order_acquire);
+      intptr_t dif = intptr_t(seq) - intptr_t(pos + 1);
+      if (dif == 0) {
+        if (head_.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) {
+          out = c.value;
+          c.seq.store(pos + mask_ + 1, std::memory_order_release);
+          return true;
+        }
+      } else if (dif < 0) {
+        return false;
+      } else {
+        pos = head_.load(std::memory_order_relaxed);
+      }
+    }
+  }
+
+  size_t size_approx() const {
+    size_t t = tail_.load(std::memory_order_relaxed), h = head_.load(std::memory_order_relaxed);
+    return t > h ? t - h : 0;
+  }
+  size_t capacity() const { return mask_ + 1; }
+
+ private:
+  struct alignas(cache_line) cell {
+    std::atomic<size_t> seq;
+    T value;
+  };
+  const size_t mask_;
+  std::unique_ptr<cell[]> cells_;
+  alignas(cache_line) std::atomic<size_t> tail_{0};
+  alignas(cache_line) std::atomic<size_t> head_{0};
+};
+
+}  // namespace weft::util

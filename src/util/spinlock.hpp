@@ -1,0 +1,48 @@
+// Test-and-test-and-set spinlock with a try_lock for the paper's try-lock wrappers.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+
+namespace weft::util {
+
+inline constexpr size_t cache_line = 64;
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
+
+class spinlock {
+ public:
+  bool try_lock() {
+    return !locked_.load(std::memory_order_relaxed) &&
+           !locked_.exchange(true, std::memory_order_acquire);
+  }
+  void lock() {
+    while (!try_lock()) {
+      while (locked_.load(std::memory_order_relaxed)) cpu_relax();
+    }
+  }
+  void unlock() { locked_.store(false, std::memory_order_release); }
+
+ private:
+  std::atomic<bool> locked_{false};
+};
+
+template <typename Lock>
+class lock_guard {
+ public:
+  explicit lock_guard(Lock& l) : l_(l) { l_.lock(); }
+  ~lock_guard() { l_.unlock(); }
+  lock_guard(const lock_guard&) = delete;
+  lock_guard& operator=(const lock_guard&) = delete;
+
+ private:
+  Lock& l_;
+};
+
+}  // namespace weft::util

@@ -1,0 +1,98 @@
+#include "weftrun/kvs_server.hpp"
+
+#include <algorithm>
+
+#include "bootstrap/kvs_wire.hpp"
+
+namespace weftrun {
+
+void kvs_server::reply(int fd, const std::string& line) { weft::bootstrap::write_line(fd, line); }
+
+bool kvs_server::on_line(int fd, const std::string& line) {
+  size_t sp = line.find(' ');
+  std::string cmd = line.substr(0, sp);
+  std::string rest = sp == std::string::npos ? "" : line.substr(sp + 1);
+  if (cmd == "HELLO") {
+    int r = atoi(rest.c_str());
+    if (r < 0 || size_t(r) >= fence_count_.size()) {
+      reply(fd, "ERR rank " + rest + " is not part of this job");
+      return false;
+    }
+    rank_of_fd_[fd] = r;
+    reply(fd, "OK");
+    return true;
+  }
+  auto it = rank_of_fd_.find(fd);
+  if (it == rank_of_fd_.end()) {
+    reply(fd, "ERR say HELLO <rank> first");
+    return false;
+  }
+  if (cmd == "PUT") {
+    size_t sp2 = rest.find(' ');
+    if (sp2 == std::string::npos) {
+      reply(fd, "ERR PUT needs a key and a value");
+      return true;
+    }
+    std::string key = rest.substr(0, sp2), val = rest.substr(sp2 + 1);
+    kv_[key] = val;
+    reply(fd, "OK");
+    auto range = waiting_gets_.equal_range(key);
+    for (auto w = range.first; w != range.second; ++w) reply(w->second, "VAL " + val);
+    waiting_gets_.erase(range.first, range.second);
+    return true;
+  }
+  if (cmd == "GET") {
+    auto v = kv_.find(rest);
+    if (v != kv_.end()) reply(fd, "VAL " + v->second);
+    else waiting_gets_.emplace(rest, fd);
+    return true;
+  }
+  if (cmd == "FENCE") {
+    int r = it->second;
+    unsigned n = ++fence_count_[size_t(r)];
+    for (size_t i = 0; i < exited_.size(); ++i)
+      if (exited_[i] && fence_count_[i] < n) {
+        reply(fd, "ERR rank " + std::to_string(i) + " exited before this fence");
+        return true;
+      }
+    waiting_fences_.emplace_back(fd, n);
+    complete_fences();
+    return true;
+  }
+  if (cmd == "BYE") return false;
+  reply(fd, "ERR unknown request " + cmd);
+  return true;
+}
+
+void kvs_server::complete_fences() {
+  unsigned low = *std::min_element(fence_count_.begin(), fence_count_.end());
+  std::vector<std::pair<int, unsigned>> still;
+  for (auto& [fd, n] : waiting_fences_) {
+    if (n <= low) reply(fd, "OK");
+    else still.emplace_back(fd, n);
+  }
+  waiting_fences_.swap(still);
+}
+
+void kvs_server::on_disconnect(int fd) {
+  rank_of_fd_.erase(fd);
+  for (auto w = waiting_gets_.begin(); w != waiting_gets_.end();)
+    w = w->second == fd ? waiting_gets_.erase(w) : std::next(w);
+  std::erase_if(waiting_fences_, [fd](auto& p) { return p.first == fd; });
+}
+
+void kvs_server::rank_exited(int rank, bool failed, const std::string& why) {
+  exited_[size_t(rank)] = true;
+  for (auto& [fd, n] : waiting_fences_)
+    if (fence_count_[size_t(rank)] < n)
+      reply(fd, "ERR rank " + std::to_string(rank) + " " + why + " before this fence");
+  std::erase_if(waiting_fences_, [&](auto& p) { return fence_count_[size_t(rank)] < p.second; });
+  if (failed) {
+    for (auto& [key, fd] : waiting_gets_)
+      reply(fd, "ERR rank " + std::to_string(rank) + " " + why + " while key " + key +
+                    " was awaited");
+    waiting_gets_.clear();
+  }
+}
+
+}  // namespace weftrun
