@@ -23,6 +23,7 @@ class packet_pool_impl {
     auto c = static_cast<const char*>(p);
     return c >= region_ && c < region_ + packet_size_ * npackets_;
   }
+  const char* region() const { return region_; }
   size_t packet_size() const { return packet_size_; }
   size_t npackets() const { return npackets_; }
   // Packets currently in the deques (not handed out); exact only when quiescent.

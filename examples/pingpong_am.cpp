@@ -1,0 +1,121 @@
+// Active-message ping-pong between ranks 0 and 1: prints one-way latency and message rate
+// for 8-byte messages, and send/receive bandwidth for larger ones.
+//   weftrun -n 2 pingpong_am [iterations] [--bw]
+#include <weft/weft.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+void send_am(int peer, void* buf, size_t size, weft::rcomp_t rcomp) {
+  while (weft::post_am(peer, buf, size, weft::comp_t{}, rcomp).error.is_retry()) weft::progress();
+}
+
+void wait_am(weft::comp_t cq) {
+  for (;;) {
+    weft::status_t s = weft::cq_pop(cq);
+    if (s.error.is_done()) {
+      std::free(s.buf);
+      return;
+    }
+    weft::progress();
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  long iters = argc > 1 ? atol(argv[1]) : 100000;
+  bool bw = argc > 2 && !strcmp(argv[2], "--bw");
+  weft::g_runtime_init();
+  const int me = weft::get_rank_me(), n = weft::get_rank_n();
+  if (n < 2) {
+    if (me == 0) fprintf(stderr, "pingpong_am needs 2 ranks: weftrun -n 2 %s\n", argv[0]);
+    weft::g_runtime_fina();
+    return 1;
+  }
+  weft::comp_t cq = weft::alloc_cq();
+  weft::rcomp_t rcomp = weft::register_rcomp(cq);
+  weft::barrier();
+  char msg[8] = "ping";
+  const int peer = 1 - me;
+
+  if (me < 2) {
+    // Latency: one-way = round trip / 2.
+    const long warm = iters / 10;
+    double t0 = 0;
+    for (long i = -warm; i < iters; ++i) {
+      if (i == 0) t0 = now_s();
+      if (me == 0) {
+        send_am(peer, msg, sizeof(msg), rcomp);
+        wait_am(cq);
+      } else {
+        wait_am(cq);
+        send_am(peer, msg, sizeof(msg), rcomp);
+      }
+    }
+    double lat = (now_s() - t0) / iters / 2;
+    // Message rate: windows of 64 messages, each closed by an acknowledgment.
+    const int window = 64;
+    const long rounds = iters / window;
+    t0 = now_s();
+    for (long r = 0; r < rounds; ++r) {
+      if (me == 0) {
+        for (int w = 0; w < window; ++w) send_am(peer, msg, sizeof(msg), rcomp);
+        wait_am(cq);
+      } else {
+        for (int w = 0; w < window; ++w) wait_am(cq);
+        send_am(peer, msg, sizeof(msg), rcomp);
+      }
+    }
+    double rate = double(rounds * window) / (now_s() - t0);
+    if (me == 0) {
+      printf("8-byte active messages: one-way latency %.3f us, message rate %.2f M/s\n",
+             lat * 1e6, rate / 1e6);
+      fflush(stdout);
+    }
+  }
+
+  if (bw && me < 2) {
+    weft::comp_t sync = weft::alloc_sync_x().threshold(16)();
+    for (size_t size : {size_t(8), size_t(1024), size_t(8192), size_t(65536), size_t(1) << 20,
+                        size_t(4) << 20}) {
+      std::vector<char> buf(size * 16, char(me + 1));
+      const long reps = std::max<long>(10, long((size_t(2) << 30) / (size * 16)) / 8);
+      double t0 = 0;
+      for (long r = -2; r < reps; ++r) {
+        if (r == 0) t0 = now_s();
+        for (int w = 0; w < 16; ++w) {
+          char* p = buf.data() + size * size_t(w);
+          weft::status_t s;
+          do {
+            s = me == 0 ? weft::post_send_x(peer, p, size, weft::tag_t(w), sync).allow_done(false)()
+                        : weft::post_recv_x(peer, p, size, weft::tag_t(w), sync).allow_done(false)();
+            if (s.error.is_retry()) weft::progress();
+          } while (s.error.is_retry());
+        }
+        weft::sync_wait(sync, nullptr);
+        if (me == 0) wait_am(cq);
+        else send_am(peer, msg, sizeof(msg), rcomp);
+      }
+      double gbps = double(size) * 16 * reps / (now_s() - t0) / 1e9;
+      if (me == 0) {
+        printf("send/recv bandwidth %9zu B: %8.3f GB/s\n", size, gbps);
+        fflush(stdout);
+      }
+    }
+    weft::free_comp(&sync);
+  }
+  weft::barrier();
+  weft::free_comp(&cq);
+  weft::g_runtime_fina();
+  return 0;
+}

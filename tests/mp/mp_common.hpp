@@ -1,0 +1,117 @@
+// Helpers for the multi-process tests: checks that report and count, and waiting loops
+// with deadlines so a lost message fails the test instead of hanging it.
+#pragma once
+
+#include <weft/weft.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace mp {
+
+inline int g_failures = 0;
+inline int g_checks = 0;
+
+#define CHECK(cond)                                                                        \
+  do {                                                                                     \
+    ++::mp::g_checks;                                                                      \
+    if (!(cond)) {                                                                         \
+      ++::mp::g_failures;                                                                  \
+      fprintf(stderr, "rank %d: CHECK failed at %s:%d: %s\n", ::mp::rank(), __FILE__,      \
+              __LINE__, #cond);                                                            \
+    }                                                                                      \
+  } while (0)
+
+#define CHECK_EQ(a, b)                                                                     \
+  do {                                                                                     \
+    ++::mp::g_checks;                                                                      \
+    auto va_ = (a);                                                                        \
+    auto vb_ = (b);                                                                        \
+    if (!(va_ == vb_)) {                                                                   \
+      ++::mp::g_failures;                                                                  \
+      fprintf(stderr, "rank %d: CHECK_EQ failed at %s:%d: %s = %lld, %s = %lld\n",          \
+              ::mp::rank(), __FILE__, __LINE__, #a, (long long)va_, #b, (long long)vb_);   \
+    }                                                                                      \
+  } while (0)
+
+inline int rank() {
+  auto rt = weft::get_g_runtime();
+  return rt.is_empty() ? -1 : weft::get_rank_me();
+}
+
+[[noreturn]] inline void die(const std::string& why) {
+  fprintf(stderr, "rank %d: FATAL: %s\n", rank(), why.c_str());
+  fflush(stderr);
+  std::exit(3);
+}
+
+struct deadline {
+  std::chrono::steady_clock::time_point end;
+  explicit deadline(double seconds = 60)
+      : end(std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                   std::chrono::duration<double>(seconds))) {}
+  void check(const char* what) const {
+    if (std::chrono::steady_clock::now() > end) die(std::string("timed out waiting for ") + what);
+  }
+};
+
+inline unsigned char pattern(size_t i, size_t seed) { return (unsigned char)((i * 131 + seed * 7 + (i >> 12)) & 0xff); }
+
+inline void fill(void* p, size_t n, size_t seed) {
+  auto* c = static_cast<unsigned char*>(p);
+  for (size_t i = 0; i < n; ++i) c[i] = pattern(i, seed);
+}
+
+// Index of the first wrong byte, or SIZE_MAX.
+inline size_t verify(const void* p, size_t n, size_t seed) {
+  auto* c = static_cast<const unsigned char*>(p);
+  for (size_t i = 0; i < n; ++i)
+    if (c[i] != pattern(i, seed)) return i;
+  return SIZE_MAX;
+}
+
+// Posts until the status is not retry, progressing meanwhile.
+template <typename Post>
+weft::status_t post_until(Post&& post, weft::device_t dev = {}) {
+  deadline d;
+  for (;;) {
+    weft::status_t s = post();
+    if (!s.error.is_retry()) return s;
+    weft::progress_x().device(dev)();
+    d.check("a post to stop returning retry");
+  }
+}
+
+inline void wait_sync(weft::comp_t sync, weft::status_t* out, weft::device_t dev = {}) {
+  deadline d;
+  while (!weft::sync_test(sync, out)) {
+    weft::progress_x().device(dev)();
+    d.check("a synchronizer");
+  }
+}
+
+inline weft::status_t wait_cq(weft::comp_t cq, weft::device_t dev = {}) {
+  deadline d;
+  for (;;) {
+    weft::status_t s = weft::cq_pop(cq);
+    if (!s.error.is_retry()) return s;
+    weft::progress_x().device(dev)();
+    d.check("a completion queue entry");
+  }
+}
+
+inline int finish(const char* name) {
+  fflush(stdout);
+  if (g_failures) {
+    fprintf(stderr, "rank %d: %s: %d of %d checks failed\n", rank(), name, g_failures, g_checks);
+    return 1;
+  }
+  printf("rank %d: %s: all %d checks passed\n", rank(), name, g_checks);
+  return 0;
+}
+
+}  // namespace mp

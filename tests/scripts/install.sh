@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# cmake --install, then an outside project builds against the installed tree two ways.
+set -u
+weftrun=$1 mp=$2 src=$3 build=$4
+. "$(dirname "$0")/common.sh"
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+prefix=$work/prefix
+cmake --install "$build" --prefix "$prefix" >"$work/install.log" 2>&1 || { cat "$work/install.log"; fail "cmake --install"; }
+for f in include/weft/weft.hpp include/weft/version.hpp lib/libweft.a lib/pkgconfig/weft.pc \
+         lib/cmake/weft/weftConfig.cmake bin/weftrun; do
+  [ -e "$prefix/$f" ] || fail "installed tree lacks $f"
+done
+ls "$prefix"/lib/libweft.so.0* >/dev/null 2>&1 || fail "no SOVERSION'd libweft.so.0"
+# Only the public API is exported.
+if nm -D --defined-only "$prefix"/lib/libweft.so | grep -q ' T .*detail.*device_impl.*on_message'; then
+  fail "internal symbols exported"
+fi
+nm -D --defined-only -C "$prefix"/lib/libweft.so | grep -q "weft::g_runtime_fina()" || fail "public symbol missing"
+pass "installed tree complete, internals hidden"
+
+cmake -S "$src/tests/install" -B "$work/cm" -DCMAKE_PREFIX_PATH="$prefix" >"$work/cm.log" 2>&1 || { cat "$work/cm.log"; fail "find_package(weft)"; }
+cmake --build "$work/cm" >"$work/cmb.log" 2>&1 || { cat "$work/cmb.log"; fail "build with find_package"; }
+LD_LIBRARY_PATH="$prefix/lib" "$work/cm/consumer" | grep -q "message ok" || fail "CMake consumer (shared)"
+"$work/cm/consumer_static" | grep -q "message ok" || fail "CMake consumer (static)"
+pass "find_package(weft) consumer builds and runs, shared and static"
+
+export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
+c++ -o "$work/pc" "$src/tests/install/consumer.cpp" $(pkg-config --cflags --libs weft) 2>"$work/pc.log" || { cat "$work/pc.log"; fail "pkg-config build"; }
+LD_LIBRARY_PATH="$prefix/lib" "$work/pc" | grep -q "message ok" || fail "pkg-config consumer"
+"$prefix/bin/weftrun" -n 2 env LD_LIBRARY_PATH="$prefix/lib" "$work/pc" | grep -c "message ok" | grep -q 2 || fail "installed weftrun"
+pass "pkg-config consumer builds with a plain compiler call and runs under the installed weftrun"

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Settings that must agree across ranks are checked at start-up; a mismatch names both.
+set -u
+weftrun=$1 mp=$2
+. "$(dirname "$0")/common.sh"
+out=$(mktemp); trap 'rm -f $out' EXIT
+"$weftrun" -n 2 --timeout 30 sh -c 'if [ "$WEFT_RANK" = 1 ]; then export WEFT_PACKET_SIZE=4096; fi; exec "$0" matrix' "$mp" >"$out" 2>&1; rc=$?
+[ $rc -ne 0 ] || fail "a packet-size mismatch was not detected"
+grep -q "settings differ between ranks: rank 0 has packet_size=8192, rank 1 has packet_size=4096" "$out" || { cat "$out"; fail "message does not name both values and ranks"; }
+pass "packet-size mismatch reported with both values and ranks"
+"$weftrun" -n 2 --timeout 30 sh -c 'if [ "$WEFT_RANK" = 0 ]; then export WEFT_EAGER_SIZE=1000; fi; exec "$0" matrix' "$mp" >"$out" 2>&1; rc=$?
+grep -q "rank 0 has eager_size=1000, rank 1 has eager_size=8160" "$out" || { cat "$out"; fail "eager mismatch"; }
+pass "eager-size mismatch reported"
+# A half-set launcher environment
+WEFT_RANK=0 "$mp" matrix >"$out" 2>&1 && fail "half-set environment accepted"
+grep -q "WEFT_SIZE = <unset>" "$out" || { cat "$out"; fail "half-set environment message"; }
+pass "half-set launcher environment refused"
+WEFT_BOOTSTRAP=pmi9 "$mp" matrix >"$out" 2>&1 && fail "unknown bootstrap accepted"
+grep -q "WEFT_BOOTSTRAP = pmi9" "$out" || { cat "$out"; fail "unknown bootstrap message"; }
+pass "unknown bootstrap refused"

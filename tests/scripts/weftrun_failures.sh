@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# weftrun under failure: a crashing rank, a timeout, a missing program, Ctrl-C, keep-going.
+set -u
+weftrun=$1 mp=$2
+. "$(dirname "$0")/common.sh"
+before=$(shm_snapshot)
+out=$(mktemp); trap 'rm -f $out' EXIT
+
+# 1. A rank dies (SIGSEGV) while the others progress: the job ends, the rank is named.
+start=$(date +%s)
+"$weftrun" -n 3 --timeout 60 "$mp" crash >"$out" 2>&1; rc=$?
+took=$(( $(date +%s) - start ))
+[ $rc -eq 139 ] || fail "crash: exit code $rc, expected 139 (128+SIGSEGV)"
+grep -q "rank 1 (pid [0-9]*) was killed by signal 11 (Segmentation fault); terminating the other ranks" "$out" || { cat "$out"; fail "crash: failed rank not named"; }
+[ $took -lt 20 ] || fail "crash: took ${took}s to tear down"
+pass "crashing rank named, job ended in ${took}s with 139"
+
+# 2. Timeout: the job is killed and the still-running ranks are listed.
+"$weftrun" -n 2 --timeout 1 sleep 30 >"$out" 2>&1; rc=$?
+[ $rc -eq 124 ] || fail "timeout: exit code $rc"
+grep -q "timed out after 1 s; ranks still running: 0 1" "$out" || { cat "$out"; fail "timeout message"; }
+pass "timeout kills the job with 124"
+
+# 3. First non-zero exit code is returned; a missing program is reported.
+"$weftrun" -n 2 sh -c 'exit $((WEFT_RANK + 3))' >"$out" 2>&1; rc=$?
+[ $rc -eq 3 ] || [ $rc -eq 4 ] || fail "exit code $rc, expected 3 or 4"
+"$weftrun" -n 1 ./no-such-program >"$out" 2>&1; rc=$?
+[ $rc -eq 127 ] && grep -q "cannot execute ./no-such-program" "$out" || fail "missing program: rc $rc"
+pass "exit codes propagate"
+
+# 4. Environment, rank variables and tagged output.
+"$weftrun" -n 2 --tag-output sh -c 'echo "r=$WEFT_RANK n=$WEFT_SIZE x=$WEFT_TEST_PASSTHROUGH"' >"$out" 2>&1 \
+  <<<"" || fail "env run"
+WEFT_TEST_PASSTHROUGH=yes "$weftrun" -n 2 --tag-output sh -c 'echo "r=$WEFT_RANK n=$WEFT_SIZE x=$WEFT_TEST_PASSTHROUGH"' >"$out" 2>&1
+grep -q "^\[1\] r=1 n=2 x=yes$" "$out" && grep -q "^\[0\] r=0 n=2 x=yes$" "$out" || { cat "$out"; fail "tagged output/env"; }
+pass "environment passed through, output tagged"
+
+# 5. Binding: each rank on its own core when there are enough cores.
+ncores=$(nproc)
+if [ "$ncores" -ge 2 ]; then
+  "$weftrun" -n 2 --tag-output sh -c 'grep Cpus_allowed_list /proc/self/status' >"$out" 2>&1
+  [ "$(grep -c 'Cpus_allowed_list:[[:space:]]*[0-9]*$' "$out")" -eq 2 ] || { cat "$out"; fail "binding"; }
+  "$weftrun" -n 2 --bind-to none --tag-output sh -c 'grep Cpus_allowed_list /proc/self/status' >"$out" 2>&1
+  grep -q "Cpus_allowed_list:.*[-,]" "$out" || { cat "$out"; fail "--bind-to none"; }
+  pass "binding one core per rank, --bind-to none"
+fi
+
+# 6. SIGTERM to weftrun is forwarded; the job ends promptly.
+"$weftrun" -n 2 sleep 30 >"$out" 2>&1 &
+wpid=$!
+sleep 0.5
+kill -TERM $wpid
+wait $wpid; rc=$?
+[ $rc -eq 143 ] || fail "SIGTERM: rc $rc"
+grep -q "got signal 15" "$out" || fail "SIGTERM not reported"
+pgrep -f "sleep 30" >/dev/null && fail "ranks survived SIGTERM"
+pass "SIGTERM forwarded"
+
+# 7. --keep-going: survivors see errors naming the dead rank and finish their own traffic.
+"$weftrun" -n 3 --keep-going --timeout 60 --tag-output "$mp" peer_death >"$out" 2>&1; rc=$?
+grep -q "rank 1 (pid [0-9]*) was killed by signal 9 (Killed); the other ranks keep running" "$out" || { cat "$out"; fail "keep-going message"; }
+grep -q "^\[0\] rank 0: peer_death: all" "$out" && grep -q "^\[2\] rank 2: peer_death: all" "$out" || { cat "$out"; fail "survivors did not pass"; }
+[ $rc -eq 137 ] || fail "keep-going: rc $rc, expected 137 from the killed rank"
+pass "survivors get error_peer_dead and finish"
+
+after=$(shm_snapshot)
+[ "$before" = "$after" ] || fail "shared-memory files left behind: $(comm -13 <(echo "$before") <(echo "$after"))"
+pass "no /dev/shm file left behind"

@@ -1,0 +1,214 @@
+// The API in one process without a launcher: rank 0 of 1, sending to itself.
+#include <gtest/gtest.h>
+#include <weft/weft.hpp>
+
+#include <cstdlib>
+#include <type_traits>
+#include <vector>
+
+static_assert(std::is_trivially_copyable_v<weft::device_t>);
+static_assert(std::is_trivially_copyable_v<weft::comp_t>);
+static_assert(std::is_trivially_copyable_v<weft::runtime_t>);
+static_assert(std::is_trivially_copyable_v<weft::matching_engine_t>);
+static_assert(std::is_trivially_copyable_v<weft::packet_pool_t>);
+static_assert(std::is_trivially_copyable_v<weft::rmr_t>);
+static_assert(sizeof(weft::device_t) == sizeof(void*));
+
+thread_local weft::device_t tls_device;  // the paper's per-thread device idiom compiles
+
+class Api : public ::testing::Test {
+ protected:
+  void SetUp() override { weft::g_runtime_init(); }
+  void TearDown() override {
+    if (!weft::get_g_runtime().is_empty()) weft::g_runtime_fina();
+  }
+};
+
+TEST_F(Api, SingletonIsRankZeroOfOne) {
+  EXPECT_EQ(weft::get_rank_me(), 0);
+  EXPECT_EQ(weft::get_rank_n(), 1);
+  EXPECT_EQ(weft::get_rank_local(), 0);
+  EXPECT_EQ(weft::get_rank_local_n(), 1);
+  EXPECT_STREQ(weft::get_version(), WEFT_VERSION_STRING);
+}
+
+TEST_F(Api, AttributesHaveDocumentedDefaultsAndLimits) {
+  auto rt = weft::get_g_runtime();
+  EXPECT_EQ(rt.get_attr_packet_size(), 8192u);
+  EXPECT_EQ(rt.get_attr_eager_size(), 8192u - 32);
+  EXPECT_EQ(rt.get_attr_inject_size(), 32u);
+  EXPECT_EQ(rt.get_attr_match_buckets(), 65536u);
+  EXPECT_EQ(rt.get_attr_inbox_depth(), 256u);
+  EXPECT_EQ(weft::get_default_matching_engine().get_attr_nbuckets(), 65536u);
+  EXPECT_EQ(weft::max_tag, 0xffffffffu);
+  EXPECT_EQ(weft::get_default_device().get_attr_index(), 0);
+}
+
+TEST_F(Api, AttributesCanBeSetAtAllocation) {
+  weft::runtime_t rt = weft::alloc_runtime_x().packet_size(1024).eager_size(500).inject_size(16).inbox_depth(64)();
+  EXPECT_EQ(rt.get_attr_packet_size(), 1024u);
+  EXPECT_EQ(rt.get_attr_eager_size(), 500u);
+  EXPECT_EQ(rt.get_attr_inject_size(), 16u);
+  EXPECT_EQ(rt.get_attr_inbox_depth(), 64u);
+  weft::device_t d = weft::alloc_device_x().runtime(rt).inbox_depth(16)();
+  EXPECT_EQ(d.get_attr_inbox_depth(), 16u);
+  EXPECT_EQ(d.get_attr_index(), 1);
+  weft::free_device(&d);
+  EXPECT_TRUE(d.is_empty());
+  weft::free_runtime(&rt);
+}
+
+TEST_F(Api, BadAttributesAreRefusedWithNameAndValue) {
+  try {
+    weft::alloc_runtime_x().packet_size(1000)();
+    FAIL() << "no exception";
+  } catch (const weft::fatal_error& e) {
+    EXPECT_EQ(e.call(), "g_runtime_init");
+    EXPECT_EQ(e.argument(), "packet_size");
+    EXPECT_EQ(e.value(), "1000");
+  }
+  EXPECT_THROW(weft::alloc_runtime_x().eager_size(100000)(), weft::fatal_error);
+  EXPECT_THROW(weft::g_runtime_init(), weft::fatal_error);  // already active
+}
+
+TEST_F(Api, EnvironmentGivesDefaults) {
+  weft::g_runtime_fina();
+  setenv("WEFT_PACKET_SIZE", "4K", 1);
+  setenv("WEFT_MATCH_BUCKETS", "128", 1);
+  weft::g_runtime_init();
+  EXPECT_EQ(weft::get_g_runtime().get_attr_packet_size(), 4096u);
+  EXPECT_EQ(weft::get_g_runtime().get_attr_match_buckets(), 128u);
+  weft::g_runtime_fina();
+  setenv("WEFT_PACKET_SIZE", "lots", 1);
+  try {
+    weft::g_runtime_init();
+    FAIL() << "no exception";
+  } catch (const weft::fatal_error& e) {
+    EXPECT_EQ(e.argument(), "WEFT_PACKET_SIZE");
+    EXPECT_EQ(e.value(), "lots");
+  }
+  unsetenv("WEFT_PACKET_SIZE");
+  unsetenv("WEFT_MATCH_BUCKETS");
+  weft::g_runtime_init();
+}
+
+TEST_F(Api, InjectSendCompletesImmediatelyWithData) {
+  char msg[8] = "abcdefg";
+  weft::comp_t cq = weft::alloc_cq();
+  weft::rcomp_t rc = weft::register_rcomp(cq);
+  int ctx = 0;
+  weft::status_t s = weft::post_am_x(0, msg, 8, weft::comp_t{}, rc).tag(3).user_context(&ctx)();
+  ASSERT_TRUE(s.error.is_done());
+  EXPECT_EQ(s.rank, 0);
+  EXPECT_EQ(s.tag, 3u);
+  EXPECT_EQ(s.buf, msg);
+  EXPECT_EQ(s.size, 8u);
+  EXPECT_EQ(s.user_context, &ctx);
+  weft::status_t r;
+  do {
+    weft::progress();
+    r = weft::cq_pop(cq);
+  } while (r.error.is_retry());
+  EXPECT_STREQ(static_cast<char*>(r.buf), "abcdefg");
+  EXPECT_EQ(r.get_buffer().size, 8u);
+  std::free(r.buf);
+  weft::free_comp(&cq);
+}
+
+TEST_F(Api, DisallowedRetryGoesToTheBacklog) {
+  // A device with a two-message inbox: the third message cannot be queued until the
+  // first ones are consumed, so it must come back from the backlog.
+  weft::device_t d = weft::alloc_device_x().inbox_depth(2)();
+  weft::comp_t cq = weft::alloc_cq();
+  weft::comp_t sq = weft::alloc_cq();
+  weft::rcomp_t rc = weft::register_rcomp(cq);
+  int v[3] = {1, 2, 3};
+  EXPECT_TRUE(weft::post_am_x(0, &v[0], 4, sq, rc).device(d)().error.is_done());
+  EXPECT_TRUE(weft::post_am_x(0, &v[1], 4, sq, rc).device(d)().error.is_done());
+  weft::status_t third = weft::post_am_x(0, &v[2], 4, sq, rc).device(d)();
+  EXPECT_EQ(int(third.error.errorcode), int(weft::errorcode_t::retry_nomem));
+  weft::status_t bl = weft::post_am_x(0, &v[2], 4, sq, rc).device(d).allow_retry(false)();
+  EXPECT_EQ(int(bl.error.errorcode), int(weft::errorcode_t::posted_backlog));
+  int got = 0, sum = 0;
+  bool send_signalled = false;
+  for (int i = 0; i < 1000 && (got < 3 || !send_signalled); ++i) {
+    weft::progress_x().device(d)();
+    weft::status_t r = weft::cq_pop(cq);
+    if (r.error.is_done()) {
+      sum += *static_cast<int*>(r.buf);
+      std::free(r.buf);
+      ++got;
+    }
+    weft::status_t s = weft::cq_pop(sq);
+    if (s.error.is_done()) {
+      EXPECT_EQ(int(s.error.errorcode), int(weft::errorcode_t::done_backlog));
+      EXPECT_EQ(s.buf, &v[2]);
+      send_signalled = true;
+    }
+  }
+  EXPECT_EQ(got, 3);
+  EXPECT_EQ(sum, 6);
+  EXPECT_TRUE(send_signalled);
+  weft::free_comp(&cq);
+  weft::free_comp(&sq);
+  weft::free_device(&d);
+}
+
+TEST_F(Api, AllowDoneFalseSignalsInstead) {
+  weft::comp_t sync = weft::alloc_sync();
+  weft::comp_t cq = weft::alloc_cq();
+  weft::rcomp_t rc = weft::register_rcomp(cq);
+  int x = 5;
+  weft::status_t s = weft::post_am_x(0, &x, 4, sync, rc).allow_done(false)();
+  EXPECT_TRUE(s.error.is_posted());
+  weft::status_t out;
+  EXPECT_TRUE(weft::sync_test(sync, &out));
+  EXPECT_TRUE(out.error.is_done());
+  EXPECT_EQ(out.buf, &x);
+  weft::status_t r;
+  do {
+    weft::progress();
+    r = weft::cq_pop(cq);
+  } while (r.error.is_retry());
+  std::free(r.buf);
+  weft::free_comp(&sync);
+  weft::free_comp(&cq);
+}
+
+TEST_F(Api, ReceiveWithAllowPostedFalseIsATryReceive) {
+  weft::comp_t sync = weft::alloc_sync();
+  char buf[16] = {};
+  weft::status_t s = weft::post_recv_x(0, buf, 16, 9, sync).allow_posted(false)();
+  EXPECT_TRUE(s.error.is_retry());
+  const char msg[] = "hello";
+  ASSERT_TRUE(weft::post_send(0, const_cast<char*>(msg), 6, 9, weft::comp_t{}).error.is_done());
+  for (int i = 0; i < 10; ++i) weft::progress();
+  s = weft::post_recv_x(0, buf, 16, 9, sync).allow_posted(false)();
+  ASSERT_TRUE(s.error.is_done());
+  EXPECT_STREQ(buf, "hello");
+  EXPECT_EQ(s.size, 6u);
+  weft::free_comp(&sync);
+}
+
+TEST_F(Api, HandlerRunsOnSignal) {
+  std::vector<int> seen;
+  weft::comp_t h = weft::alloc_handler([&](weft::status_t s) { seen.push_back(int(s.tag)); });
+  weft::rcomp_t rc = weft::register_rcomp(h);
+  for (int i = 0; i < 5; ++i) weft::post_am_x(0, nullptr, 0, weft::comp_t{}, rc).tag(weft::tag_t(i))();
+  for (int i = 0; i < 20; ++i) weft::progress();
+  ASSERT_EQ(seen.size(), 5u);
+  for (auto& b : seen) EXPECT_LT(b, 5);
+  weft::free_comp(&h);
+}
+
+TEST_F(Api, FreeingADeviceWithPendingWorkIsRefused) {
+  weft::device_t d = weft::alloc_device();
+  weft::comp_t sync = weft::alloc_sync();
+  char buf[8];
+  weft::post_recv_x(0, buf, 8, 1, sync).device(d)();
+  EXPECT_THROW(weft::free_device(&d), weft::fatal_error);
+  EXPECT_FALSE(d.is_empty());
+  EXPECT_TRUE(weft::cancel_recv_x(0, buf, 1, sync).device(d)());
+  weft::free_device(&d);
+  weft::free_comp(&sync);
+}

@@ -1,0 +1,258 @@
+// Resources under contention: every item goes through exactly once, nothing is lost.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "backlog/backlog_queue.hpp"
+#include "comp/comp.hpp"
+#include "core/request.hpp"
+#include "match/matching_engine.hpp"
+#include "pool/packet_pool.hpp"
+#include "util/index_stack.hpp"
+#include "util/mpmc_array.hpp"
+#include "util/mpmc_queue.hpp"
+
+using namespace weft;
+using namespace weft::detail;
+
+namespace {
+constexpr int kThreads = 4;
+
+template <typename Fn>
+void run_threads(int n, Fn&& fn) {
+  std::vector<std::thread> ts;
+  for (int t = 0; t < n; ++t) ts.emplace_back(fn, t);
+  for (auto& t : ts) t.join();
+}
+}  // namespace
+
+TEST(CompletionQueue, ManyProducersManyConsumersDeliverEachStatusOnce) {
+  cq_impl cq(1024);
+  const int per = 20000;
+  std::atomic<int> produced_done{0};
+  std::vector<std::atomic<int>> seen(size_t(kThreads * per));
+  run_threads(kThreads * 2, [&](int t) {
+    if (t < kThreads) {
+      for (int i = 0; i < per; ++i) {
+        status_t s;
+        s.error = errorcode_t::done;
+        s.rank = t;
+        s.tag = tag_t(t * per + i);
+        while (!cq.signal(s)) std::this_thread::yield();
+      }
+      produced_done.fetch_add(1);
+    } else {
+      status_t s;
+      for (;;) {
+        if (cq.pop(s)) {
+          seen[s.tag].fetch_add(1);
+          EXPECT_EQ(s.rank, int(s.tag) / per);
+        } else if (produced_done.load() == kThreads && cq.size() == 0) {
+          if (!cq.pop(s)) break;
+          seen[s.tag].fetch_add(1);
+        }
+      }
+    }
+  });
+  for (auto& c : seen) ASSERT_EQ(c.load(), 1);
+}
+
+TEST(CompletionQueue, FullQueueRefusesInsteadOfGrowing) {
+  cq_impl cq(4);
+  status_t s;
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(cq.signal(s));
+  EXPECT_FALSE(cq.signal(s));
+  EXPECT_TRUE(cq.pop(s));
+  EXPECT_TRUE(cq.signal(s));
+}
+
+TEST(Synchronizer, ReadyAfterThresholdSignalsFromManyThreads) {
+  const int per = 1000;
+  sync_impl sync(size_t(kThreads * per));
+  EXPECT_FALSE(sync.test(nullptr));
+  run_threads(kThreads, [&](int t) {
+    for (int i = 0; i < per; ++i) {
+      status_t s;
+      s.tag = tag_t(t * per + i);
+      sync.signal(s);
+    }
+  });
+  std::vector<status_t> out(size_t(kThreads * per));
+  ASSERT_TRUE(sync.test(out.data()));
+  std::set<tag_t> tags;
+  for (auto& s : out) tags.insert(s.tag);
+  EXPECT_EQ(tags.size(), size_t(kThreads * per));
+  EXPECT_FALSE(sync.test(nullptr));  // reset for reuse
+}
+
+TEST(MatchingEngine, ConcurrentSendsAndReceivesPairUpExactly) {
+  matching_engine_impl me(0, 64, nullptr);  // few buckets: force contention
+  const int keys = 50, per_key = 200;
+  std::vector<request> sends(size_t(keys * per_key)), recvs(size_t(keys * per_key));
+  std::atomic<int> matched{0};
+  std::vector<std::atomic<int>> recv_hits(recvs.size());
+  run_threads(kThreads, [&](int t) {
+    for (size_t i = size_t(t); i < sends.size(); i += kThreads) {
+      for (int side = 0; side < 2; ++side) {
+        request& r = side ? recvs[i] : sends[i];
+        r.key = me.make_key(int(i % keys), tag_t(i % keys), matching_policy_t::rank_tag);
+        r.policy = me.stored_policy(matching_policy_t::rank_tag);
+        r.type = side ? entry_type::recv : entry_type::send;
+        r.index = uint32_t(i);
+        if (auto* m = static_cast<request*>(me.insert(&r))) {
+          EXPECT_EQ(m->key, r.key);
+          EXPECT_NE(m->type, r.type);
+          request* recv = side ? &r : m;
+          recv_hits[size_t(recv - recvs.data())].fetch_add(1);
+          matched.fetch_add(1);
+        }
+      }
+    }
+  });
+  EXPECT_EQ(matched.load(), keys * per_key);
+  for (auto& h : recv_hits) ASSERT_EQ(h.load(), 1);
+  EXPECT_EQ(me.entries(), 0u);
+}
+
+TEST(MatchingEngine, PoliciesDoNotCrossMatch) {
+  matching_engine_impl me(0, 1024, nullptr);
+  request s, r;
+  s.key = me.make_key(1, 5, matching_policy_t::rank_tag);
+  s.policy = me.stored_policy(matching_policy_t::rank_tag);
+  s.type = entry_type::send;
+  EXPECT_EQ(me.insert(&s), nullptr);
+  // rank_only with the same rank builds a different key class: no match.
+  r.key = me.make_key(1, 0, matching_policy_t::rank_only);
+  r.policy = me.stored_policy(matching_policy_t::rank_only);
+  r.type = entry_type::recv;
+  EXPECT_EQ(me.insert(&r), nullptr);
+  EXPECT_EQ(me.entries(), 2u);
+  // FIFO among equal keys
+  request s2;
+  s2.key = s.key;
+  s2.policy = s.policy;
+  s2.type = entry_type::send;
+  EXPECT_EQ(me.insert(&s2), nullptr);
+  request r2;
+  r2.key = s.key;
+  r2.policy = s.policy;
+  r2.type = entry_type::recv;
+  EXPECT_EQ(me.insert(&r2), &s);
+}
+
+TEST(PacketPool, ThreadsStealAndNoPacketIsHeldTwice) {
+  packet_pool_impl pool(256, 64);
+  std::vector<std::atomic<int>> owner(64);
+  for (auto& o : owner) o.store(-1);
+  std::atomic<long> gets{0};
+  auto slot_of = [&](void* p) { return size_t((static_cast<char*>(p) - pool.region()) / 256); };
+  run_threads(kThreads, [&](int t) {
+    std::vector<void*> held;
+    for (int i = 0; i < 20000; ++i) {
+      if (held.size() < 8 && (i % 3 != 2)) {
+        if (void* p = pool.get()) {
+          ASSERT_TRUE(pool.owns(p));
+          int expect = -1;
+          ASSERT_TRUE(owner[slot_of(p)].compare_exchange_strong(expect, t)) << "packet held twice";
+          held.push_back(p);
+          gets.fetch_add(1);
+        }
+      } else if (!held.empty()) {
+        void* p = held.back();
+        held.pop_back();
+        owner[slot_of(p)].store(-1);
+        pool.put(p);
+      }
+    }
+    for (void* p : held) {
+      owner[slot_of(p)].store(-1);
+      pool.put(p);
+    }
+  });
+  EXPECT_GT(gets.load(), 10000);
+  EXPECT_EQ(pool.available(), 64u);
+}
+
+TEST(PacketPool, EmptyPoolReturnsNull) {
+  packet_pool_impl pool(128, 3);
+  void* a = pool.get();
+  void* b = pool.get();
+  void* c = pool.get();
+  EXPECT_TRUE(a && b && c);
+  EXPECT_EQ(pool.get(), nullptr);
+  pool.put(b);
+  EXPECT_EQ(pool.get(), b);
+  pool.put(a);
+  pool.put(b);
+  pool.put(c);
+}
+
+TEST(BacklogQueue, ItemsRetryUntilTheySucceedFromManyThreads) {
+  backlog_queue q;
+  std::atomic<int> done{0};
+  run_threads(kThreads, [&](int) {
+    for (int i = 0; i < 500; ++i) {
+      auto tries = std::make_shared<int>(0);
+      q.push([tries, &done] {
+        if (++*tries < 3) return false;
+        done.fetch_add(1);
+        return true;
+      });
+      q.drain();
+    }
+  });
+  while (!q.empty()) q.drain();
+  EXPECT_EQ(done.load(), kThreads * 500);
+}
+
+TEST(IndexStack, ConcurrentPopPushKeepsEveryIndexUnique) {
+  util::index_stack st(128);
+  std::vector<std::atomic<int>> held(128);
+  run_threads(kThreads, [&](int) {
+    for (int i = 0; i < 50000; ++i) {
+      uint32_t x = st.pop();
+      if (x == util::index_stack::empty) continue;
+      ASSERT_EQ(held[x].fetch_add(1), 0);
+      held[x].fetch_sub(1);
+      st.push(x);
+    }
+  });
+  std::set<uint32_t> all;
+  for (uint32_t x; (x = st.pop()) != util::index_stack::empty;) all.insert(x);
+  EXPECT_EQ(all.size(), 128u);
+}
+
+TEST(MpmcArray, ReadersSeeAppendsWhileItGrows) {
+  util::mpmc_array<long> arr(2);
+  std::atomic<bool> stop{false};
+  std::thread reader([&] {
+    while (!stop.load()) {
+      size_t n = arr.size();
+      for (size_t i = 0; i < n; ++i) ASSERT_EQ(arr.get(i), long(i) * 3);
+    }
+  });
+  for (long i = 0; i < 20000; ++i) arr.push_back(i * 3);
+  stop.store(true);
+  reader.join();
+  EXPECT_EQ(arr.size(), 20000u);
+  EXPECT_EQ(arr.get(50000), 0);
+}
+
+TEST(RequestSlab, StaleAndForgedHandlesAreRejected) {
+  request_slab slab(8);
+  request* r = slab.alloc(nullptr);
+  ASSERT_NE(r, nullptr);
+  r->kind = req_kind::rdv_send;
+  uint64_t h = slab.handle(r);
+  EXPECT_EQ(slab.lookup(h, req_kind::rdv_send), r);
+  EXPECT_EQ(slab.lookup(h, req_kind::rdv_recv), nullptr);
+  EXPECT_EQ(slab.lookup(h + (uint64_t(1) << 32), req_kind::rdv_send), nullptr);
+  EXPECT_EQ(slab.lookup(1000, req_kind::rdv_send), nullptr);
+  slab.free(r);
+  EXPECT_EQ(slab.lookup(h, req_kind::rdv_send), nullptr);
+  for (int i = 0; i < 8; ++i) EXPECT_NE(slab.alloc(nullptr), nullptr);
+  EXPECT_EQ(slab.alloc(nullptr), nullptr);
+}
