@@ -1,9 +1,8 @@
 // Every rank sends a greeting to every rank (itself included) as an active message.
-#include <weft/weft.hpp>
-
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <weft/weft.hpp>
 
 int main() {
   weft::g_runtime_init();
@@ -22,8 +21,8 @@ int main() {
     weft::progress();
     weft::status_t s = weft::cq_pop(cq);
     if (!s.error.is_done()) continue;
-    printf("rank %d received \"%s\" (rank %d, %zu bytes)\n", me, static_cast<char*>(s.buf),
-           s.rank, s.size);
+    printf("rank %d received \"%s\" (rank %d, %zu bytes)\n", me, static_cast<char*>(s.buf), s.rank,
+           s.size);
     std::free(s.buf);
     ++got;
   }

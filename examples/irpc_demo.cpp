@@ -2,8 +2,6 @@
 // fixed, driving a small multithreaded RPC demo: every thread calls a remote "sum" on the
 // next rank and checks the replies.
 //   weftrun -n 2 irpc_demo
-#include <weft/weft.hpp>
-
 #include <atomic>
 #include <cassert>
 #include <cstdio>
@@ -11,6 +9,7 @@
 #include <cstring>
 #include <thread>
 #include <vector>
+#include <weft/weft.hpp>
 
 // ---------------------------------------------------------------- the backend (Listing 2)
 namespace upper_layer {
@@ -52,9 +51,13 @@ void global_fina() {
   weft::g_runtime_fina();
 }
 
-void thread_init() { device = weft::alloc_device(); }
+void thread_init() {
+  device = weft::alloc_device();
+}
 
-void thread_fina() { weft::free_device(&device); }
+void thread_fina() {
+  weft::free_device(&device);
+}
 
 bool send_msg(int rank, void* buf, size_t s, int tag) {
   weft::status_t status =
@@ -85,7 +88,9 @@ bool poll_msg(msg_t* msg) {
   }
 }
 
-bool do_background_work() { return weft::progress_x().device(device)().is_done(); }
+bool do_background_work() {
+  return weft::progress_x().device(device)().is_done();
+}
 
 // ---------------------------------------------------------------- a small RPC layer on top
 enum : int { rpc_sum = 1, rpc_reply = 2 };
@@ -140,8 +145,10 @@ int main() {
       if (sent < calls) {
         auto* req = static_cast<sum_request*>(std::malloc(sizeof(sum_request)));
         *req = {t, sent, long(sent) * 2 + 1000L * me, long(sent) + t};
-        if (send_msg(server, req, sizeof(*req), rpc_sum)) ++sent;
-        else std::free(req);
+        if (send_msg(server, req, sizeof(*req), rpc_sum))
+          ++sent;
+        else
+          std::free(req);
       }
       msg_t m;
       if (poll_msg(&m)) handle(m);

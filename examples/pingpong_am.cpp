@@ -1,13 +1,12 @@
 // Active-message ping-pong between ranks 0 and 1: prints one-way latency and message rate
 // for 8-byte messages, and send/receive bandwidth for larger ones.
 //   weftrun -n 2 pingpong_am [iterations] [--bw]
-#include <weft/weft.hpp>
-
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
+#include <weft/weft.hpp>
 
 namespace {
 
@@ -78,16 +77,16 @@ int main(int argc, char** argv) {
     }
     double rate = double(rounds * window) / (now_s() - t0);
     if (me == 0) {
-      printf("8-byte active messages: one-way latency %.3f us, message rate %.2f M/s\n",
-             lat * 1e6, rate / 1e6);
+      printf("8-byte active messages: one-way latency %.3f us, message rate %.2f M/s\n", lat * 1e6,
+             rate / 1e6);
       fflush(stdout);
     }
   }
 
   if (bw && me < 2) {
     weft::comp_t sync = weft::alloc_sync_x().threshold(16)();
-    for (size_t size : {size_t(8), size_t(1024), size_t(8192), size_t(65536), size_t(1) << 20,
-                        size_t(4) << 20}) {
+    for (size_t size :
+         {size_t(8), size_t(1024), size_t(8192), size_t(65536), size_t(1) << 20, size_t(4) << 20}) {
       std::vector<char> buf(size * 16, char(me + 1));
       const long reps = std::max<long>(10, long((size_t(2) << 30) / (size * 16)) / 8);
       double t0 = 0;
@@ -97,14 +96,17 @@ int main(int argc, char** argv) {
           char* p = buf.data() + size * size_t(w);
           weft::status_t s;
           do {
-            s = me == 0 ? weft::post_send_x(peer, p, size, weft::tag_t(w), sync).allow_done(false)()
-                        : weft::post_recv_x(peer, p, size, weft::tag_t(w), sync).allow_done(false)();
+            s = me == 0
+                    ? weft::post_send_x(peer, p, size, weft::tag_t(w), sync).allow_done(false)()
+                    : weft::post_recv_x(peer, p, size, weft::tag_t(w), sync).allow_done(false)();
             if (s.error.is_retry()) weft::progress();
           } while (s.error.is_retry());
         }
         weft::sync_wait(sync, nullptr);
-        if (me == 0) wait_am(cq);
-        else send_am(peer, msg, sizeof(msg), rcomp);
+        if (me == 0)
+          wait_am(cq);
+        else
+          send_am(peer, msg, sizeof(msg), rcomp);
       }
       double gbps = double(size) * 16 * reps / (now_s() - t0) / 1e9;
       if (me == 0) {

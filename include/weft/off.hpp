@@ -8,9 +8,9 @@
 
 namespace weft {
 
-#define WEFT_OFF_ARG(type, name)    \
-  auto& name(type v) {              \
-    a_.name = v;                    \
+#define WEFT_OFF_ARG(type, name)        \
+  auto& name(type v) {                  \
+    a_.name = v;                        \
     return static_cast<self_t&>(*this); \
   }
 
@@ -274,8 +274,7 @@ class comm_x_base {
 
 class post_comm_x : public comm_x_base<post_comm_x> {
  public:
-  post_comm_x(direction_t direction, int rank, void* local_buffer, size_t size,
-              comp_t local_comp) {
+  post_comm_x(direction_t direction, int rank, void* local_buffer, size_t size, comp_t local_comp) {
     a_.direction = direction;
     a_.rank = rank;
     a_.local_buffer = local_buffer;

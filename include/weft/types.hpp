@@ -147,8 +147,7 @@ struct rmr_t {
 // "weft: <call>: <argument> = <value>: <reason>".
 class WEFT_API fatal_error : public std::runtime_error {
  public:
-  fatal_error(std::string call, std::string argument, std::string value,
-              const std::string& reason);
+  fatal_error(std::string call, std::string argument, std::string value, const std::string& reason);
   const std::string& call() const { return call_; }
   const std::string& argument() const { return argument_; }
   const std::string& value() const { return value_; }

@@ -16,40 +16,66 @@ namespace weft {
 WEFT_API const char* get_version();
 
 // ---- runtime ----------------------------------------------------------------------------
-inline void g_runtime_init() { g_runtime_init_x()(); }
+inline void g_runtime_init() {
+  g_runtime_init_x()();
+}
 WEFT_API void g_runtime_fina();
 WEFT_API runtime_t get_g_runtime();  // empty when no global runtime is active
-inline runtime_t alloc_runtime() { return alloc_runtime_x()(); }
+inline runtime_t alloc_runtime() {
+  return alloc_runtime_x()();
+}
 WEFT_API void free_runtime(runtime_t* runtime);
 
-inline int get_rank_me() { return get_rank_me_x()(); }
-inline int get_rank_n() { return get_rank_n_x()(); }
+inline int get_rank_me() {
+  return get_rank_me_x()();
+}
+inline int get_rank_n() {
+  return get_rank_n_x()();
+}
 // Rank of this process among the processes on its host, and their number.
-inline int get_rank_local() { return get_rank_local_x()(); }
-inline int get_rank_local_n() { return get_rank_local_n_x()(); }
+inline int get_rank_local() {
+  return get_rank_local_x()();
+}
+inline int get_rank_local_n() {
+  return get_rank_local_n_x()();
+}
 
 // Runtime-level handler for errors found at a target that has nothing to signal.
 WEFT_API void set_error_handler(error_handler_fn_t fn, runtime_t runtime = {});
 
 // ---- resources --------------------------------------------------------------------------
-inline device_t alloc_device() { return alloc_device_x()(); }
+inline device_t alloc_device() {
+  return alloc_device_x()();
+}
 WEFT_API void free_device(device_t* device);
 WEFT_API device_t get_default_device(runtime_t runtime = {});
 
-inline packet_pool_t alloc_packet_pool() { return alloc_packet_pool_x()(); }
+inline packet_pool_t alloc_packet_pool() {
+  return alloc_packet_pool_x()();
+}
 WEFT_API void free_packet_pool(packet_pool_t* pool);
 WEFT_API packet_pool_t get_default_packet_pool(runtime_t runtime = {});
 
-inline matching_engine_t alloc_matching_engine() { return alloc_matching_engine_x()(); }
+inline matching_engine_t alloc_matching_engine() {
+  return alloc_matching_engine_x()();
+}
 WEFT_API void free_matching_engine(matching_engine_t* engine);
 WEFT_API matching_engine_t get_default_matching_engine(runtime_t runtime = {});
 
-inline comp_t alloc_cq() { return alloc_cq_x()(); }
-inline comp_t alloc_sync() { return alloc_sync_x()(); }
-inline comp_t alloc_handler(handler_fn_t fn) { return alloc_handler_x(std::move(fn))(); }
+inline comp_t alloc_cq() {
+  return alloc_cq_x()();
+}
+inline comp_t alloc_sync() {
+  return alloc_sync_x()();
+}
+inline comp_t alloc_handler(handler_fn_t fn) {
+  return alloc_handler_x(std::move(fn))();
+}
 WEFT_API void free_comp(comp_t* comp);
 
-inline rcomp_t register_rcomp(comp_t comp) { return register_rcomp_x(comp)(); }
+inline rcomp_t register_rcomp(comp_t comp) {
+  return register_rcomp_x(comp)();
+}
 WEFT_API void deregister_rcomp(rcomp_t rcomp, runtime_t runtime = {});
 
 // Completion checking.
@@ -58,13 +84,17 @@ WEFT_API size_t cq_size(comp_t cq);
 // True once the synchronizer got its threshold of signals; copies them into `statuses`
 // (an array of threshold entries, or nullptr) and resets it for reuse.
 WEFT_API bool sync_test(comp_t sync, status_t* statuses);
-inline void sync_wait(comp_t sync, status_t* statuses) { sync_wait_x(sync, statuses)(); }
+inline void sync_wait(comp_t sync, status_t* statuses) {
+  sync_wait_x(sync, statuses)();
+}
 // Signal a completion object from user code (for example to wake a waiter).
 WEFT_API void comp_signal(comp_t comp, status_t status);
 
 // Packets: fixed-size buffers a user can fill and send without a copy into Weft's own
 // buffers, or receive active messages in (register_rcomp_x(...).packet_delivery(true)).
-inline void* get_upacket() { return get_upacket_x()(); }
+inline void* get_upacket() {
+  return get_upacket_x()();
+}
 // Returns a packet to its pool; a buffer that is not a packet is released with std::free.
 WEFT_API void put_upacket(void* packet);
 
@@ -79,8 +109,7 @@ inline status_t post_send(int rank, void* buf, size_t size, tag_t tag, comp_t co
 inline status_t post_recv(int rank, void* buf, size_t size, tag_t tag, comp_t comp) {
   return post_recv_x(rank, buf, size, tag, comp)();
 }
-inline status_t post_am(int rank, void* buf, size_t size, comp_t local_comp,
-                        rcomp_t remote_comp) {
+inline status_t post_am(int rank, void* buf, size_t size, comp_t local_comp, rcomp_t remote_comp) {
   return post_am_x(rank, buf, size, local_comp, remote_comp)();
 }
 // Removes a posted, not yet matched receive; its completion object is then signalled with
@@ -91,7 +120,11 @@ inline bool cancel_recv(int rank, void* buf, tag_t tag, comp_t comp) {
 
 // ---- progress and synchronisation -------------------------------------------------------
 // Returns done when it moved anything, retry otherwise.
-inline error_t progress() { return progress_x()(); }
-inline void barrier() { barrier_x()(); }
+inline error_t progress() {
+  return progress_x()();
+}
+inline void barrier() {
+  barrier_x()();
+}
 
 }  // namespace weft

@@ -49,8 +49,8 @@ class singleton_bootstrap final : public bootstrap {
 
 int env_int(const char* name) {
   const char* s = std::getenv(name);
-  if (!s || !*s) util::fail("bootstrap (weftrun)", name, "<unset>",
-                            "the launcher environment is incomplete");
+  if (!s || !*s)
+    util::fail("bootstrap (weftrun)", name, "<unset>", "the launcher environment is incomplete");
   char* end = nullptr;
   long v = strtol(s, &end, 10);
   if (*end || v < 0 || v > 1 << 24)
@@ -124,12 +124,15 @@ std::shared_ptr<bootstrap> create() {
   bool has_kvs = std::getenv("WEFT_KVS_ADDR") != nullptr;
   bool has_rank = std::getenv("WEFT_RANK") != nullptr;
   if (which == "auto") {
-    if (has_kvs || has_rank) which = "weftrun";
-    else which = "singleton";
+    if (has_kvs || has_rank)
+      which = "weftrun";
+    else
+      which = "singleton";
   }
   if (which == "weftrun") return std::make_shared<weftrun_bootstrap>();
   if (which == "singleton") return std::make_shared<singleton_bootstrap>();
-  util::fail("bootstrap", "WEFT_BOOTSTRAP", which, "unknown bootstrap (known: auto, weftrun, singleton)");
+  util::fail("bootstrap", "WEFT_BOOTSTRAP", which,
+             "unknown bootstrap (known: auto, weftrun, singleton)");
 }
 
 }  // namespace

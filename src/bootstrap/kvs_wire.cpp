@@ -1,7 +1,8 @@
 #include "bootstrap/kvs_wire.hpp"
 
-#include <cerrno>
 #include <unistd.h>
+
+#include <cerrno>
 
 namespace weft::bootstrap {
 

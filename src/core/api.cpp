@@ -17,7 +17,9 @@ void start_barrier(device_impl& d, comp_impl* done);
 
 using namespace detail;
 
-const char* get_version() { return WEFT_VERSION_STRING; }
+const char* get_version() {
+  return WEFT_VERSION_STRING;
+}
 
 const char* get_errorcode_str(errorcode_t code) {
   switch (code) {
@@ -40,20 +42,48 @@ const char* get_errorcode_str(errorcode_t code) {
 }
 
 // ---- attributes ---------------------------------------------------------------------------
-size_t runtime_t::get_attr_packet_size() const { return resolve_runtime(*this, "get_attr")->attr.packet_size; }
-size_t runtime_t::get_attr_npackets() const { return resolve_runtime(*this, "get_attr")->attr.npackets; }
-size_t runtime_t::get_attr_inject_size() const { return resolve_runtime(*this, "get_attr")->attr.inject_size; }
-size_t runtime_t::get_attr_eager_size() const { return resolve_runtime(*this, "get_attr")->attr.eager_size; }
-size_t runtime_t::get_attr_match_buckets() const { return resolve_runtime(*this, "get_attr")->attr.match_buckets; }
-size_t runtime_t::get_attr_cq_depth() const { return resolve_runtime(*this, "get_attr")->attr.cq_depth; }
-size_t runtime_t::get_attr_inbox_depth() const { return resolve_runtime(*this, "get_attr")->attr.inbox_depth; }
-size_t runtime_t::get_attr_max_requests() const { return resolve_runtime(*this, "get_attr")->attr.max_requests; }
-bool runtime_t::get_attr_wire_errors_fatal() const { return resolve_runtime(*this, "get_attr")->attr.wire_errors_fatal; }
-int device_t::get_attr_index() const { return p ? p->index : -1; }
-size_t device_t::get_attr_inbox_depth() const { return p ? p->inbox_depth : 0; }
-size_t matching_engine_t::get_attr_nbuckets() const { return p ? p->nbuckets() : 0; }
-size_t packet_pool_t::get_attr_packet_size() const { return p ? p->packet_size() : 0; }
-size_t packet_pool_t::get_attr_npackets() const { return p ? p->npackets() : 0; }
+size_t runtime_t::get_attr_packet_size() const {
+  return resolve_runtime(*this, "get_attr")->attr.packet_size;
+}
+size_t runtime_t::get_attr_npackets() const {
+  return resolve_runtime(*this, "get_attr")->attr.npackets;
+}
+size_t runtime_t::get_attr_inject_size() const {
+  return resolve_runtime(*this, "get_attr")->attr.inject_size;
+}
+size_t runtime_t::get_attr_eager_size() const {
+  return resolve_runtime(*this, "get_attr")->attr.eager_size;
+}
+size_t runtime_t::get_attr_match_buckets() const {
+  return resolve_runtime(*this, "get_attr")->attr.match_buckets;
+}
+size_t runtime_t::get_attr_cq_depth() const {
+  return resolve_runtime(*this, "get_attr")->attr.cq_depth;
+}
+size_t runtime_t::get_attr_inbox_depth() const {
+  return resolve_runtime(*this, "get_attr")->attr.inbox_depth;
+}
+size_t runtime_t::get_attr_max_requests() const {
+  return resolve_runtime(*this, "get_attr")->attr.max_requests;
+}
+bool runtime_t::get_attr_wire_errors_fatal() const {
+  return resolve_runtime(*this, "get_attr")->attr.wire_errors_fatal;
+}
+int device_t::get_attr_index() const {
+  return p ? p->index : -1;
+}
+size_t device_t::get_attr_inbox_depth() const {
+  return p ? p->inbox_depth : 0;
+}
+size_t matching_engine_t::get_attr_nbuckets() const {
+  return p ? p->nbuckets() : 0;
+}
+size_t packet_pool_t::get_attr_packet_size() const {
+  return p ? p->packet_size() : 0;
+}
+size_t packet_pool_t::get_attr_npackets() const {
+  return p ? p->npackets() : 0;
+}
 
 // ---- runtime ------------------------------------------------------------------------------
 namespace detail {
@@ -92,7 +122,9 @@ void g_runtime_fina() {
   destroy_runtime(rt, "g_runtime_fina");
 }
 
-runtime_t get_g_runtime() { return runtime_t{global_runtime()}; }
+runtime_t get_g_runtime() {
+  return runtime_t{global_runtime()};
+}
 
 void free_runtime(runtime_t* runtime) {
   if (!runtime || !runtime->p) util::fail("free_runtime", "runtime", "empty", "nothing to free");
@@ -143,7 +175,8 @@ comp_t alloc_handler_impl(const comp_args& a) {
 }
 
 rcomp_t register_rcomp_impl(const rcomp_args& a) {
-  if (!a.comp.p) util::fail("register_rcomp", "comp", "empty", "register an allocated completion object");
+  if (!a.comp.p)
+    util::fail("register_rcomp", "comp", "empty", "register an allocated completion object");
   return resolve_runtime(a.runtime, "register_rcomp")->register_rcomp(a.comp.p, a.packet_delivery);
 }
 
@@ -185,7 +218,8 @@ packet_pool_t get_default_packet_pool(runtime_t runtime) {
 }
 
 void free_matching_engine(matching_engine_t* engine) {
-  if (!engine || !engine->p) util::fail("free_matching_engine", "engine", "empty", "nothing to free");
+  if (!engine || !engine->p)
+    util::fail("free_matching_engine", "engine", "empty", "nothing to free");
   resolve_runtime({}, "free_matching_engine")->free_engine(engine->p);
   engine->p = nullptr;
 }
@@ -211,7 +245,8 @@ void deregister_rcomp(rcomp_t rcomp, runtime_t runtime) {
 
 status_t cq_pop(comp_t cq) {
   if (!cq.p || cq.p->kind != comp_kind::cq)
-    util::fail("cq_pop", "cq", cq.p ? "not a completion queue" : "empty", "pass a comp from alloc_cq");
+    util::fail("cq_pop", "cq", cq.p ? "not a completion queue" : "empty",
+               "pass a comp from alloc_cq");
   status_t s;
   if (!static_cast<cq_impl*>(cq.p)->pop(s)) s.error = errorcode_t::retry;
   return s;
@@ -219,13 +254,15 @@ status_t cq_pop(comp_t cq) {
 
 size_t cq_size(comp_t cq) {
   if (!cq.p || cq.p->kind != comp_kind::cq)
-    util::fail("cq_size", "cq", cq.p ? "not a completion queue" : "empty", "pass a comp from alloc_cq");
+    util::fail("cq_size", "cq", cq.p ? "not a completion queue" : "empty",
+               "pass a comp from alloc_cq");
   return static_cast<cq_impl*>(cq.p)->size();
 }
 
 bool sync_test(comp_t sync, status_t* statuses) {
   if (!sync.p || sync.p->kind != comp_kind::sync)
-    util::fail("sync_test", "sync", sync.p ? "not a synchronizer" : "empty", "pass a comp from alloc_sync");
+    util::fail("sync_test", "sync", sync.p ? "not a synchronizer" : "empty",
+               "pass a comp from alloc_sync");
   return static_cast<sync_impl*>(sync.p)->test(statuses);
 }
 
@@ -238,8 +275,10 @@ void put_upacket(void* packet) {
   if (!packet) util::fail("put_upacket", "packet", "nullptr", "nothing to return");
   runtime_impl* rt = global_runtime();
   packet_pool_impl* p = rt ? rt->pool_owning(packet) : nullptr;
-  if (p) p->put(packet);
-  else std::free(packet);
+  if (p)
+    p->put(packet);
+  else
+    std::free(packet);
 }
 
 // ---- operations ---------------------------------------------------------------------------
@@ -250,16 +289,22 @@ static device_impl* resolve_device(const comm_args& a) {
   return resolve_runtime(a.runtime, a.call_name)->default_device;
 }
 
-status_t post_comm_impl(const comm_args& a) { return resolve_device(a)->post(a); }
+status_t post_comm_impl(const comm_args& a) {
+  return resolve_device(a)->post(a);
+}
 
-bool cancel_recv_impl(const comm_args& a) { return resolve_device(a)->cancel(a); }
+bool cancel_recv_impl(const comm_args& a) {
+  return resolve_device(a)->cancel(a);
+}
 
 static device_impl* resolve_device(const progress_args& a, const char* call) {
   if (a.device.p) return a.device.p;
   return resolve_runtime(a.runtime, call)->default_device;
 }
 
-error_t progress_impl(const progress_args& a) { return resolve_device(a, "progress")->progress(); }
+error_t progress_impl(const progress_args& a) {
+  return resolve_device(a, "progress")->progress();
+}
 
 status_t barrier_impl(const progress_args& a) {
   device_impl* d = resolve_device(a, "barrier");
@@ -282,7 +327,8 @@ status_t barrier_impl(const progress_args& a) {
 
 void sync_wait_impl(comp_t sync, status_t* statuses, const progress_args& a) {
   if (!sync.p || sync.p->kind != comp_kind::sync)
-    util::fail("sync_wait", "sync", sync.p ? "not a synchronizer" : "empty", "pass a comp from alloc_sync");
+    util::fail("sync_wait", "sync", sync.p ? "not a synchronizer" : "empty",
+               "pass a comp from alloc_sync");
   auto* s = static_cast<sync_impl*>(sync.p);
   device_impl* d = resolve_device(a, "sync_wait");
   while (!s->test(statuses)) d->progress();

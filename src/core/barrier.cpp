@@ -12,7 +12,9 @@ namespace {
 class barrier_op final : public comp_impl {
  public:
   barrier_op(device_impl& d, comp_impl* done)
-      : comp_impl(comp_kind::internal), dev_(d), done_(done),
+      : comp_impl(comp_kind::internal),
+        dev_(d),
+        done_(done),
         epoch_(d.barrier_epoch.fetch_add(1, std::memory_order_relaxed)) {
     const int n = d.rt.size();
     while ((1 << rounds_) < n) ++rounds_;
@@ -33,8 +35,10 @@ class barrier_op final : public comp_impl {
       d.complete(done, f, false);
       return true;
     }
-    if (++round_ == rounds_) finish();
-    else post_round();
+    if (++round_ == rounds_)
+      finish();
+    else
+      post_round();
     return true;
   }
 
@@ -77,6 +81,8 @@ class barrier_op final : public comp_impl {
 
 }  // namespace
 
-void start_barrier(device_impl& d, comp_impl* done) { (new barrier_op(d, done))->start(); }
+void start_barrier(device_impl& d, comp_impl* done) {
+  (new barrier_op(d, done))->start();
+}
 
 }  // namespace weft::detail

@@ -12,6 +12,7 @@
 #include "core/request.hpp"
 #include "core/wire.hpp"
 #include "net/backend.hpp"
+#include "util/spinlock.hpp"
 #include "weft/weft.hpp"
 
 namespace weft::detail {
@@ -69,7 +70,9 @@ class device_impl final : public net::sink {
   void fail_peer(int rank);
 
   std::unique_ptr<std::atomic<bool>[]> dead_;
-  int64_t next_peer_check_ns_ = 0;
+  std::atomic<int64_t> next_peer_check_ns_{0};
+  util::spinlock fatal_lock_;
+  std::atomic<bool> has_fatal_wire_error_{false};
   std::string fatal_wire_error_;
 };
 

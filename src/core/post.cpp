@@ -83,9 +83,9 @@ status_t device_impl::post_out(const comm_args& a) {
   h.tag = a.tag;
   if (am) {
     if (a.remote_comp >= rt.rcomp_count())
-      util::fail(a.call_name, "remote_comp", std::to_string(a.remote_comp),
-                 "unknown remote completion handle (" + std::to_string(rt.rcomp_count()) +
-                     " registered)");
+      util::fail(
+          a.call_name, "remote_comp", std::to_string(a.remote_comp),
+          "unknown remote completion handle (" + std::to_string(rt.rcomp_count()) + " registered)");
     h.type = uint8_t(msg_type::eager_am);
     h.target = a.remote_comp;
   } else {
@@ -100,8 +100,9 @@ status_t device_impl::post_out(const comm_args& a) {
                  "a packet buffer holds at most " + std::to_string(eager_limit) + " bytes");
     if (!a.allow_posted)
       util::fail(a.call_name, "allow_posted", "false",
-                 "size " + std::to_string(a.size) + " needs the rendezvous protocol, which "
-                 "cannot complete immediately");
+                 "size " + std::to_string(a.size) +
+                     " needs the rendezvous protocol, which "
+                     "cannot complete immediately");
     h.type = uint8_t(am ? msg_type::rts_am : msg_type::rts_send);
     return post_rendezvous(a, h);
   }
@@ -119,7 +120,6 @@ status_t device_impl::post_out(const comm_args& a) {
 status_t device_impl::post_rendezvous(const comm_args& a, const wire_header& h) {
   request* r = slab.alloc(this);
   if (!r) return retry_or_backlog(a, errorcode_t::retry_nomem);
-  r->kind = req_kind::rdv_send;
   r->rank = a.rank;
   r->tag = a.tag;
   r->buf = a.local_buffer;
@@ -128,6 +128,7 @@ status_t device_impl::post_rendezvous(const comm_args& a, const wire_header& h) 
   r->user_context = a.user_context;
   r->is_am = h.type == uint8_t(msg_type::rts_am);
   r->counted = r->comp != nullptr;
+  r->publish(req_kind::rdv_send);
   rts_body b{a.size, slab.handle(r)};
   if (r->counted) r->comp->pending.fetch_add(1, std::memory_order_relaxed);
   if (!net->try_send(a.rank, &h, sizeof(h), &b, sizeof(b))) {
@@ -147,16 +148,15 @@ status_t device_impl::post_in(const comm_args& a) {
     if (!m) return immediate(a, errorcode_t::retry);
     request* r = slab.alloc(this);
     if (!r) util::fail(a.call_name, "request table", "full", "cannot complete the match");
-    r->kind = req_kind::posted_recv;
     r->buf = a.local_buffer;
     r->size = a.size;
     r->comp = a.local_comp.p;
     r->user_context = a.user_context;
+    r->publish(req_kind::posted_recv);
     return match_arrived(r, m, &a);
   }
   request* r = slab.alloc(this);
   if (!r) return retry_or_backlog(a, errorcode_t::retry_nomem);
-  r->kind = req_kind::posted_recv;
   r->key = key;
   r->policy = pol;
   r->type = entry_type::recv;
@@ -168,6 +168,7 @@ status_t device_impl::post_in(const comm_args& a) {
   r->user_context = a.user_context;
   r->counted = r->comp != nullptr;
   if (r->counted) r->comp->pending.fetch_add(1, std::memory_order_relaxed);
+  r->publish(req_kind::posted_recv);
   auto* m = static_cast<request*>(e->insert(r));
   if (!m) return immediate(a, errorcode_t::posted);
   if (r->counted) r->comp->pending.fetch_sub(1, std::memory_order_relaxed);
@@ -185,13 +186,15 @@ status_t device_impl::match_arrived(request* recv, request* u, const comm_args* 
   s.user_context = recv->user_context;
   comp_impl* comp = recv->comp;
   bool counted = recv->counted;
-  if (u->kind == req_kind::unexpected_eager) {
+  if (u->kind() == req_kind::unexpected_eager) {
     size_t n = std::min(recv->size, u->msg_size);
     if (n) memcpy(recv->buf, u->buf, n);
     s.size = n;
     s.error = u->msg_size > recv->size ? errorcode_t::error_truncated : errorcode_t::done;
-    if (u->pool) u->pool->put(u->buf);
-    else std::free(u->buf);
+    if (u->pool)
+      u->pool->put(u->buf);
+    else
+      std::free(u->buf);
     u->dev->slab.free(u);
     slab.free(recv);
     if (poster && poster->allow_done && s.error.is_done()) return s;
@@ -202,7 +205,6 @@ status_t device_impl::match_arrived(request* recv, request* u, const comm_args* 
   }
   // Rendezvous: the request that waits for the data must live on the device the sender
   // talks to, so the unexpected entry becomes the receive.
-  u->kind = req_kind::rdv_recv;
   u->buf = recv->buf;
   u->size = std::min(recv->size, u->msg_size);
   u->comp = comp;
@@ -212,6 +214,7 @@ status_t device_impl::match_arrived(request* recv, request* u, const comm_args* 
   if (u->counted) comp->pending.fetch_add(1, std::memory_order_relaxed);
   if (counted) comp->pending.fetch_sub(1, std::memory_order_relaxed);
   slab.free(recv);
+  u->publish(req_kind::rdv_recv);
   wire_header h{};
   h.version = wire_version;
   h.type = uint8_t(msg_type::cts);

@@ -41,8 +41,13 @@ const char* type_name(uint8_t t) {
 }  // namespace
 
 device_impl::device_impl(runtime_impl& r, int idx, packet_pool_impl* p, size_t inbox_depth)
-    : rt(r), index(idx), inbox_depth(inbox_depth), pool(p), slab(uint32_t(r.attr.max_requests)),
-      eager_limit(r.attr.eager_size), dead_(new std::atomic<bool>[size_t(r.size())]) {
+    : rt(r),
+      index(idx),
+      inbox_depth(inbox_depth),
+      pool(p),
+      slab(uint32_t(r.attr.max_requests)),
+      eager_limit(r.attr.eager_size),
+      dead_(new std::atomic<bool>[size_t(r.size())]) {
   for (int i = 0; i < r.size(); ++i) dead_[size_t(i)].store(false);
   net::device_config cfg{r.attr.packet_size, inbox_depth};
   net = r.net->alloc_device(idx, cfg);
@@ -52,9 +57,11 @@ device_impl::~device_impl() {
   // Unexpected messages nobody received: release their buffers.
   for (uint32_t i = 0; i < slab.capacity() && slab.in_use(); ++i) {
     request& q = slab.at(i);
-    if (q.kind == req_kind::unexpected_eager) {
-      if (q.pool) q.pool->put(q.buf);
-      else std::free(q.buf);
+    if (q.kind() == req_kind::unexpected_eager) {
+      if (q.pool)
+        q.pool->put(q.buf);
+      else
+        std::free(q.buf);
     }
   }
 }
@@ -63,7 +70,7 @@ size_t device_impl::pending_operations() {
   size_t n = backlog.size();
   if (!slab.in_use()) return n;
   for (uint32_t i = 0; i < slab.capacity(); ++i) {
-    req_kind k = slab.at(i).kind;
+    req_kind k = slab.at(i).kind();
     if (k == req_kind::posted_recv || k == req_kind::rdv_send || k == req_kind::rdv_recv) ++n;
   }
   return n;
@@ -97,8 +104,10 @@ void device_impl::send_control(int rank, const wire_header& h, const void* body,
 
 void device_impl::wire_error(int rank, const std::string& what) {
   if (rt.attr.wire_errors_fatal) {
+    util::lock_guard<util::spinlock> g(fatal_lock_);
     if (fatal_wire_error_.empty())
       fatal_wire_error_ = "from rank " + std::to_string(rank) + ": " + what;
+    has_fatal_wire_error_.store(true, std::memory_order_release);
     return;
   }
   rt.report_wire_error(rank, what);
@@ -109,15 +118,21 @@ error_t device_impl::progress() {
   n += net->poll(*this, 32);
   if (slab.in_use() || !backlog.empty()) {
     int64_t now = coarse_now_ns();
-    if (now >= next_peer_check_ns_) {
-      next_peer_check_ns_ = now + peer_check_interval_ns;
+    int64_t due = next_peer_check_ns_.load(std::memory_order_relaxed);
+    // One thread claims each check; the others go on.
+    if (now >= due && next_peer_check_ns_.compare_exchange_strong(due, now + peer_check_interval_ns,
+                                                                  std::memory_order_relaxed))
       check_peers();
-    }
   }
-  if (!fatal_wire_error_.empty()) {
+  if (has_fatal_wire_error_.load(std::memory_order_acquire)) {
     std::string what;
-    what.swap(fatal_wire_error_);
-    util::fail("progress", "incoming message", what, "malformed (WEFT_WIRE_ERRORS_FATAL is set)");
+    {
+      util::lock_guard<util::spinlock> g(fatal_lock_);
+      what.swap(fatal_wire_error_);
+      has_fatal_wire_error_.store(false, std::memory_order_relaxed);
+    }
+    if (!what.empty())
+      util::fail("progress", "incoming message", what, "malformed (WEFT_WIRE_ERRORS_FATAL is set)");
   }
   return n ? errorcode_t::done : errorcode_t::retry;
 }
@@ -140,17 +155,13 @@ void device_impl::on_message(int rank, const void* data, size_t len) {
   const size_t blen = len - sizeof(h);
   auto need = [&](size_t n) {
     if (blen == n) return true;
-    wire_error(rank, std::string(type_name(h.type)) + " with a body of " +
-                         std::to_string(blen) + " bytes, expected " + std::to_string(n));
+    wire_error(rank, std::string(type_name(h.type)) + " with a body of " + std::to_string(blen) +
+                         " bytes, expected " + std::to_string(n));
     return false;
   };
   switch (msg_type(h.type)) {
-    case msg_type::eager_am:
-      deliver_am(rank, h, body, blen);
-      return;
-    case msg_type::eager_send:
-      arrive_send(rank, h, body, blen);
-      return;
+    case msg_type::eager_am: deliver_am(rank, h, body, blen); return;
+    case msg_type::eager_send: arrive_send(rank, h, body, blen); return;
     case msg_type::rts_send:
     case msg_type::rts_am: {
       if (!need(sizeof(rts_body))) return;
@@ -169,8 +180,8 @@ void device_impl::on_message(int rank, const void* data, size_t len) {
         return;
       }
       if (b.accept > s->size) {
-        wire_error(rank, "clear-to-send accepts " + std::to_string(b.accept) +
-                             " bytes of a " + std::to_string(s->size) + "-byte message");
+        wire_error(rank, "clear-to-send accepts " + std::to_string(b.accept) + " bytes of a " +
+                             std::to_string(s->size) + "-byte message");
         return;
       }
       uint64_t sh = b.sreq, rreq = b.rreq, raddr = b.raddr;
@@ -275,7 +286,6 @@ void device_impl::arrive_send(int rank, const wire_header& h, const char* data, 
     wire_error(rank, "no request left to hold an unexpected send (WEFT_MAX_REQUESTS)");
     return;
   }
-  u->kind = req_kind::unexpected_eager;
   u->key = key;
   u->policy = pol;
   u->type = entry_type::send;
@@ -295,6 +305,7 @@ void device_impl::arrive_send(int rank, const wire_header& h, const char* data, 
     return;
   }
   if (size) memcpy(u->buf, data, size);
+  u->publish(req_kind::unexpected_eager);
   if (auto* r = static_cast<request*>(e->insert(u))) r->dev->match_arrived(r, u, nullptr);
 }
 
@@ -308,14 +319,15 @@ void device_impl::arrive_rts(int rank, const wire_header& h, const rts_body& b) 
     send_control(rank, n, &nb, sizeof(nb));
   };
   if (b.size > max_msg_size) {
-    refuse(errorcode_t::error, "rendezvous of " + std::to_string(b.size) + " bytes is over the limit");
+    refuse(errorcode_t::error,
+           "rendezvous of " + std::to_string(b.size) + " bytes is over the limit");
     return;
   }
   if (msg_type(h.type) == msg_type::rts_am) {
     rcomp_entry* e = rt.rcomp(h.target);
     if (!e) {
-      refuse(errorcode_t::error, "active message for unknown remote completion " +
-                                     std::to_string(h.target));
+      refuse(errorcode_t::error,
+             "active message for unknown remote completion " + std::to_string(h.target));
       return;
     }
     void* buf = std::malloc(b.size);
@@ -326,7 +338,6 @@ void device_impl::arrive_rts(int rank, const wire_header& h, const rts_body& b) 
                                            std::to_string(b.size) + " bytes (out of memory)");
       return;
     }
-    r->kind = req_kind::rdv_recv;
     r->is_am = true;
     r->rank = rank;
     r->tag = h.tag;
@@ -337,6 +348,7 @@ void device_impl::arrive_rts(int rank, const wire_header& h, const rts_body& b) 
     r->user_context = nullptr;
     r->counted = false;
     r->peer_req = b.sreq;
+    r->publish(req_kind::rdv_recv);
     wire_header c{};
     c.version = wire_version;
     c.type = uint8_t(msg_type::cts);
@@ -355,7 +367,6 @@ void device_impl::arrive_rts(int rank, const wire_header& h, const rts_body& b) 
     refuse(errorcode_t::error_nomem, "no request left for a rendezvous send (WEFT_MAX_REQUESTS)");
     return;
   }
-  u->kind = req_kind::unexpected_rts;
   u->key = e->make_key(rank, h.tag, policy);
   u->policy = e->stored_policy(policy);
   u->type = entry_type::send;
@@ -364,6 +375,7 @@ void device_impl::arrive_rts(int rank, const wire_header& h, const rts_body& b) 
   u->msg_size = b.size;
   u->peer_req = b.sreq;
   u->counted = false;
+  u->publish(req_kind::unexpected_rts);
   if (auto* r = static_cast<request*>(e->insert(u))) r->dev->match_arrived(r, u, nullptr);
 }
 
@@ -424,15 +436,16 @@ void device_impl::fail_peer(int rank) {
     st.buf = q->is_am ? nullptr : q->buf;
     st.size = q->size;
     st.user_context = q->user_context;
-    if (q->is_am && q->kind == req_kind::rdv_recv) std::free(q->buf);
-    comp_impl* c = q->is_am && q->kind == req_kind::rdv_recv ? nullptr : q->comp;
+    if (q->is_am && q->kind() == req_kind::rdv_recv) std::free(q->buf);
+    comp_impl* c = q->is_am && q->kind() == req_kind::rdv_recv ? nullptr : q->comp;
     bool counted = q->counted;
     q->dev->slab.free(q);
     complete(c, st, counted);
   };
   for (uint32_t i = 0; i < slab.capacity() && slab.in_use(); ++i) {
     request& q = slab.at(i);
-    if ((q.kind == req_kind::rdv_send || q.kind == req_kind::rdv_recv) && q.rank == rank) fail(&q);
+    if ((q.kind() == req_kind::rdv_send || q.kind() == req_kind::rdv_recv) && q.rank == rank)
+      fail(&q);
   }
   for (uint32_t id = 0; id < rt.engine_count(); ++id) {
     matching_engine_impl* e = rt.engine(id);

@@ -28,9 +28,13 @@ enum class req_kind : uint8_t {
 
 struct request : match_entry {
   std::atomic<uint32_t> gen{0};
-  req_kind kind = req_kind::free_;
+  // Set last, with release, once every other field is filled: a thread that finds the
+  // request by its kind (lookup) sees the fields.
+  void publish(req_kind k) { kind_.store(k, std::memory_order_release); }
+  req_kind kind() const { return kind_.load(std::memory_order_acquire); }
+  std::atomic<req_kind> kind_{req_kind::free_};
   bool is_am = false;
-  bool counted = false;          // the completion object counts it as pending
+  bool counted = false;  // the completion object counts it as pending
   bool buffer_is_packet = false;
   uint32_t index = 0;
   tag_t tag = 0;
@@ -60,7 +64,7 @@ class request_slab {
     return r;
   }
   void free(request* r) {
-    r->kind = req_kind::free_;
+    r->publish(req_kind::free_);
     r->gen.fetch_add(1, std::memory_order_release);
     in_use_.fetch_sub(1, std::memory_order_relaxed);
     free_.push(r->index);
@@ -73,7 +77,7 @@ class request_slab {
     uint32_t i = uint32_t(h);
     if (i >= capacity_) return nullptr;
     request* r = &reqs_[i];
-    if (r->gen.load(std::memory_order_acquire) != uint32_t(h >> 32) || r->kind != kind)
+    if (r->gen.load(std::memory_order_acquire) != uint32_t(h >> 32) || r->kind() != kind)
       return nullptr;
     return r;
   }

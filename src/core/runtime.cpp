@@ -24,13 +24,15 @@ size_t pick(size_t given, const char* env, size_t fallback) {
 }
 
 void default_error_handler(const wire_error_t& e) {
-  util::log_message(util::log_level::error, "rank %d: message from rank %d dropped: %s",
-                    e.rank_me, e.peer, e.what.c_str());
+  util::log_message(util::log_level::error, "rank %d: message from rank %d dropped: %s", e.rank_me,
+                    e.peer, e.what.c_str());
 }
 
 }  // namespace
 
-runtime_impl* global_runtime() { return g_runtime.load(std::memory_order_acquire); }
+runtime_impl* global_runtime() {
+  return g_runtime.load(std::memory_order_acquire);
+}
 
 runtime_impl* resolve_runtime(runtime_t rt, const char* call) {
   runtime_impl* r = rt.p ? rt.p : g_runtime.load(std::memory_order_acquire);
@@ -51,14 +53,14 @@ runtime_impl::runtime_impl(const runtime_args& a, bool global)
   attr.cq_depth = pick(a.cq_depth, "WEFT_CQ_DEPTH", 65536);
   attr.inbox_depth = pick(a.inbox_depth, "WEFT_INBOX_DEPTH", 256);
   attr.max_requests = pick(a.max_requests, "WEFT_MAX_REQUESTS", 65536);
-  attr.wire_errors_fatal = a.wire_errors_fatal >= 0 ? a.wire_errors_fatal != 0
-                                                    : util::env_bool("WEFT_WIRE_ERRORS_FATAL", false);
+  attr.wire_errors_fatal = a.wire_errors_fatal >= 0
+                               ? a.wire_errors_fatal != 0
+                               : util::env_bool("WEFT_WIRE_ERRORS_FATAL", false);
   if (attr.packet_size < 256 || attr.packet_size > (size_t(1) << 24) ||
       (attr.packet_size & (attr.packet_size - 1)))
     util::fail("g_runtime_init", "packet_size", std::to_string(attr.packet_size),
                "must be a power of two from 256 to 16 MiB");
-  if (attr.npackets < 1)
-    util::fail("g_runtime_init", "npackets", "0", "must be at least 1");
+  if (attr.npackets < 1) util::fail("g_runtime_init", "npackets", "0", "must be at least 1");
   if (attr.max_requests < 16 || attr.max_requests > (size_t(1) << 30))
     util::fail("g_runtime_init", "max_requests", std::to_string(attr.max_requests),
                "must be 16 .. 2^30");
@@ -72,8 +74,8 @@ runtime_impl::runtime_impl(const runtime_args& a, bool global)
     util::fail("g_runtime_init", "eager_size", std::to_string(attr.eager_size),
                "exceeds packet_size - 32 = " + std::to_string(eager_max));
   const size_t inject_max = 64 - 32;
-  attr.inject_size = a.inject_size != SIZE_MAX ? a.inject_size
-                                               : util::env_size("WEFT_INJECT_SIZE", inject_max);
+  attr.inject_size =
+      a.inject_size != SIZE_MAX ? a.inject_size : util::env_size("WEFT_INJECT_SIZE", inject_max);
   if (attr.inject_size > inject_max || attr.inject_size > attr.eager_size)
     util::fail("g_runtime_init", "inject_size", std::to_string(attr.inject_size),
                "exceeds one cache line less headers (" + std::to_string(inject_max) +
@@ -113,7 +115,9 @@ void runtime_impl::check_agreement() {
       while (i < theirs.size() && i < strlen(mine) && theirs[i] == mine[i]) ++i;
       size_t start = std::string(mine).rfind(' ', i);
       start = start == std::string::npos ? 0 : start + 1;
-      auto field = [&](const std::string& s) { return s.substr(start, s.find(' ', start) - start); };
+      auto field = [&](const std::string& s) {
+        return s.substr(start, s.find(' ', start) - start);
+      };
       verdict = "settings differ between ranks: rank 0 has " + field(mine) + ", rank " +
                 std::to_string(r) + " has " + field(theirs);
     }
@@ -214,7 +218,8 @@ rcomp_t runtime_impl::register_rcomp(comp_impl* c, bool packet_delivery) {
 
 void runtime_impl::deregister_rcomp(rcomp_t r) {
   if (r >= rcomps_.size() || !rcomps_.get(r))
-    util::fail("deregister_rcomp", "rcomp", std::to_string(r), "not a registered remote completion");
+    util::fail("deregister_rcomp", "rcomp", std::to_string(r),
+               "not a registered remote completion");
   rcomps_.put(r, nullptr);
 }
 

@@ -5,7 +5,9 @@
 namespace weft::detail {
 
 matching_engine_impl::matching_engine_impl(uint32_t id, size_t nbuckets, make_key_fn_t user_fn)
-    : id_(id), mask_(util::round_up_pow2(nbuckets ? nbuckets : 1) - 1), user_fn_(user_fn),
+    : id_(id),
+      mask_(util::round_up_pow2(nbuckets ? nbuckets : 1) - 1),
+      user_fn_(user_fn),
       buckets_(new bucket[mask_ + 1]) {}
 
 uint64_t matching_engine_impl::make_key(int rank, tag_t tag, matching_policy_t policy) const {

@@ -61,8 +61,8 @@ class device {
   // One-sided. `remote_addr` is an address in the target process covered by `rkey`.
   // With `notify`, the target's sink gets on_put_remote_done(imm) once the data is there.
   // False: resources busy, retry later.
-  virtual bool try_put(int rank, const void* src, size_t size, uint64_t remote_addr,
-                       rkey_t rkey, bool notify, uint64_t imm, void* ctx) = 0;
+  virtual bool try_put(int rank, const void* src, size_t size, uint64_t remote_addr, rkey_t rkey,
+                       bool notify, uint64_t imm, void* ctx) = 0;
   virtual bool try_get(int rank, void* dst, size_t size, uint64_t remote_addr, rkey_t rkey,
                        void* ctx) = 0;
 

@@ -11,7 +11,8 @@ namespace weft::detail {
 
 packet_pool_impl::packet_pool_impl(size_t packet_size, size_t npackets)
     : packet_size_(packet_size), npackets_(npackets), deques_(64) {
-  region_ = static_cast<char*>(std::aligned_alloc(4096, ((packet_size * npackets + 4095) / 4096) * 4096));
+  region_ =
+      static_cast<char*>(std::aligned_alloc(4096, ((packet_size * npackets + 4095) / 4096) * 4096));
   if (!region_)
     util::fail("alloc_packet_pool", "npackets", std::to_string(npackets), "out of memory");
   deque& d = local();

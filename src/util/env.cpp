@@ -17,9 +17,12 @@ size_t env_size(const char* name, size_t fallback) {
   size_t mult = 1;
   if (end && *end) {
     switch (*end) {
-      case 'k': case 'K': mult = size_t(1) << 10; break;
-      case 'm': case 'M': mult = size_t(1) << 20; break;
-      case 'g': case 'G': mult = size_t(1) << 30; break;
+      case 'k':
+      case 'K': mult = size_t(1) << 10; break;
+      case 'm':
+      case 'M': mult = size_t(1) << 20; break;
+      case 'g':
+      case 'G': mult = size_t(1) << 30; break;
       default: mult = 0;
     }
     if (mult && end[1] && strcmp(end + 1, "iB") && strcmp(end + 1, "B")) mult = 0;

@@ -23,8 +23,7 @@ class index_stack {
       uint32_t idx = uint32_t(h);
       if (idx == empty) return empty;
       uint64_t nh = pack(next_[idx].load(std::memory_order_relaxed), uint32_t(h >> 32) + 1);
-      if (head_.compare_exchange_weak(h, nh, std::memory_order_acq_rel,
-                                      std::memory_order_acquire))
+      if (head_.compare_exchange_weak(h, nh, std::memory_order_acq_rel, std::memory_order_acquire))
         return idx;
     }
   }
@@ -34,8 +33,7 @@ class index_stack {
     for (;;) {
       next_[idx].store(uint32_t(h), std::memory_order_relaxed);
       uint64_t nh = pack(idx, uint32_t(h >> 32) + 1);
-      if (head_.compare_exchange_weak(h, nh, std::memory_order_release,
-                                      std::memory_order_relaxed))
+      if (head_.compare_exchange_weak(h, nh, std::memory_order_release, std::memory_order_relaxed))
         return;
     }
   }

@@ -34,7 +34,9 @@ log_level current_log_level() {
   return level;
 }
 
-void set_log_rank(int rank) { g_rank = rank; }
+void set_log_rank(int rank) {
+  g_rank = rank;
+}
 
 void log_message(log_level level, const char* fmt, ...) {
   char buf[1024];

@@ -13,9 +13,9 @@ void log_message(log_level level, const char* fmt, ...) __attribute__((format(pr
 
 }  // namespace weft::util
 
-#define WEFT_LOG(level, ...)                                                         \
-  do {                                                                               \
-    if (static_cast<int>(::weft::util::log_level::level) <=                          \
-        static_cast<int>(::weft::util::current_log_level()))                         \
-      ::weft::util::log_message(::weft::util::log_level::level, __VA_ARGS__);        \
+#define WEFT_LOG(level, ...)                                                  \
+  do {                                                                        \
+    if (static_cast<int>(::weft::util::log_level::level) <=                   \
+        static_cast<int>(::weft::util::current_log_level()))                  \
+      ::weft::util::log_message(::weft::util::log_level::level, __VA_ARGS__); \
   } while (0)

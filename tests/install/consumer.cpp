@@ -1,9 +1,8 @@
 // Built against an installed Weft: sends itself a message and checks it.
-#include <weft/weft.hpp>
-
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <weft/weft.hpp>
 
 int main() {
   weft::g_runtime_init();
@@ -17,7 +16,8 @@ int main() {
     s = weft::cq_pop(cq);
   } while (s.error.is_retry());
   int ok = s.size == sizeof(msg) && !strcmp(static_cast<char*>(s.buf), msg);
-  printf("consumer: weft %s (%d), message %s\n", weft::get_version(), WEFT_VERSION, ok ? "ok" : "WRONG");
+  printf("consumer: weft %s (%d), message %s\n", weft::get_version(), WEFT_VERSION,
+         ok ? "ok" : "WRONG");
   std::free(s.buf);
   weft::free_comp(&cq);
   weft::g_runtime_fina();

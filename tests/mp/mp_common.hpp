@@ -2,40 +2,39 @@
 // with deadlines so a lost message fails the test instead of hanging it.
 #pragma once
 
-#include <weft/weft.hpp>
-
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <weft/weft.hpp>
 
 namespace mp {
 
 inline int g_failures = 0;
 inline int g_checks = 0;
 
-#define CHECK(cond)                                                                        \
-  do {                                                                                     \
-    ++::mp::g_checks;                                                                      \
-    if (!(cond)) {                                                                         \
-      ++::mp::g_failures;                                                                  \
-      fprintf(stderr, "rank %d: CHECK failed at %s:%d: %s\n", ::mp::rank(), __FILE__,      \
-              __LINE__, #cond);                                                            \
-    }                                                                                      \
+#define CHECK(cond)                                                                             \
+  do {                                                                                          \
+    ++::mp::g_checks;                                                                           \
+    if (!(cond)) {                                                                              \
+      ++::mp::g_failures;                                                                       \
+      fprintf(stderr, "rank %d: CHECK failed at %s:%d: %s\n", ::mp::rank(), __FILE__, __LINE__, \
+              #cond);                                                                           \
+    }                                                                                           \
   } while (0)
 
-#define CHECK_EQ(a, b)                                                                     \
-  do {                                                                                     \
-    ++::mp::g_checks;                                                                      \
-    auto va_ = (a);                                                                        \
-    auto vb_ = (b);                                                                        \
-    if (!(va_ == vb_)) {                                                                   \
-      ++::mp::g_failures;                                                                  \
-      fprintf(stderr, "rank %d: CHECK_EQ failed at %s:%d: %s = %lld, %s = %lld\n",          \
-              ::mp::rank(), __FILE__, __LINE__, #a, (long long)va_, #b, (long long)vb_);   \
-    }                                                                                      \
+#define CHECK_EQ(a, b)                                                                           \
+  do {                                                                                           \
+    ++::mp::g_checks;                                                                            \
+    auto va_ = (a);                                                                              \
+    auto vb_ = (b);                                                                              \
+    if (!(va_ == vb_)) {                                                                         \
+      ++::mp::g_failures;                                                                        \
+      fprintf(stderr, "rank %d: CHECK_EQ failed at %s:%d: %s = %lld, %s = %lld\n", ::mp::rank(), \
+              __FILE__, __LINE__, #a, (long long)va_, #b, (long long)vb_);                       \
+    }                                                                                            \
   } while (0)
 
 inline int rank() {
@@ -52,14 +51,17 @@ inline int rank() {
 struct deadline {
   std::chrono::steady_clock::time_point end;
   explicit deadline(double seconds = 60)
-      : end(std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                                   std::chrono::duration<double>(seconds))) {}
+      : end(std::chrono::steady_clock::now() +
+            std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                std::chrono::duration<double>(seconds))) {}
   void check(const char* what) const {
     if (std::chrono::steady_clock::now() > end) die(std::string("timed out waiting for ") + what);
   }
 };
 
-inline unsigned char pattern(size_t i, size_t seed) { return (unsigned char)((i * 131 + seed * 7 + (i >> 12)) & 0xff); }
+inline unsigned char pattern(size_t i, size_t seed) {
+  return (unsigned char)((i * 131 + seed * 7 + (i >> 12)) & 0xff);
+}
 
 inline void fill(void* p, size_t n, size_t seed) {
   auto* c = static_cast<unsigned char*>(p);

@@ -15,7 +15,9 @@ using namespace mp;
 namespace {
 
 enum class comp_kind { sync, cq, handler };
-const char* name(comp_kind k) { return k == comp_kind::sync ? "sync" : k == comp_kind::cq ? "cq" : "handler"; }
+const char* name(comp_kind k) {
+  return k == comp_kind::sync ? "sync" : k == comp_kind::cq ? "cq" : "handler";
+}
 
 // A completion object of any kind that can be waited on uniformly.
 struct any_comp {
@@ -79,14 +81,18 @@ int scenario_matrix() {
         weft::barrier();
         if (!am) {
           weft::status_t rs = post_until([&] {
-            return weft::post_recv_x(from, rbuf.data(), size, tag, recv.comp).user_context(&ctx_marker)();
+            return weft::post_recv_x(from, rbuf.data(), size, tag, recv.comp)
+                .user_context(&ctx_marker)();
           });
           CHECK(rs.error.is_posted() || rs.error.is_done());
         }
         weft::barrier();  // receives are posted before the sends in this half
         weft::status_t ss = post_until([&] {
-          return am ? weft::post_am_x(to, sbuf.data(), size, local.comp, rcomp).tag(tag).user_context(&ctx_marker)()
-                    : weft::post_send_x(to, sbuf.data(), size, tag, local.comp).user_context(&ctx_marker)();
+          return am ? weft::post_am_x(to, sbuf.data(), size, local.comp, rcomp)
+                          .tag(tag)
+                          .user_context(&ctx_marker)()
+                    : weft::post_send_x(to, sbuf.data(), size, tag, local.comp)
+                          .user_context(&ctx_marker)();
         });
         if (ss.error.is_posted()) ss = local.wait();
         CHECK(ss.error.is_done());
@@ -111,7 +117,8 @@ int scenario_matrix() {
           CHECK_EQ(rbuf[size], 0x5a);  // nothing written past the message
         }
         if (g_failures) {
-          fprintf(stderr, "rank %d: failing case: %s, %s, %zu bytes\n", me, am ? "am" : "send/recv", name(k), size);
+          fprintf(stderr, "rank %d: failing case: %s, %s, %zu bytes\n", me, am ? "am" : "send/recv",
+                  name(k), size);
           return finish("matrix");
         }
       }
@@ -176,7 +183,9 @@ int scenario_order() {
   return finish("order");
 }
 
-uint64_t key_mod4(int, weft::tag_t tag, weft::matching_policy_t) { return tag % 4; }
+uint64_t key_mod4(int, weft::tag_t tag, weft::matching_policy_t) {
+  return tag % 4;
+}
 
 // Each matching policy and a user key function, for eager and rendezvous sizes.
 int scenario_policies() {
@@ -195,7 +204,8 @@ int scenario_policies() {
       const int rrank = (p == P::tag_only || p == P::none) ? (from + 1) % n : from;
       weft::status_t r = weft::post_recv_x(rrank, rbuf.data(), size, rtag, rs).matching_policy(p)();
       weft::barrier();
-      weft::status_t s = post_until([&] { return weft::post_send_x(to, sbuf.data(), size, stag, ss).matching_policy(p)(); });
+      weft::status_t s = post_until(
+          [&] { return weft::post_send_x(to, sbuf.data(), size, stag, ss).matching_policy(p)(); });
       if (!s.error.is_done()) wait_sync(ss, nullptr);
       weft::status_t got = r;
       if (!r.error.is_done()) wait_sync(rs, &got);
@@ -213,7 +223,8 @@ int scenario_policies() {
     weft::comp_t rs = weft::alloc_sync(), ss = weft::alloc_sync();
     weft::status_t r = weft::post_recv_x(from, rbuf.data(), size, 9, rs).matching_engine(user)();
     weft::barrier();
-    weft::status_t s = post_until([&] { return weft::post_send_x(to, sbuf.data(), size, 5, ss).matching_engine(user)(); });
+    weft::status_t s = post_until(
+        [&] { return weft::post_send_x(to, sbuf.data(), size, 5, ss).matching_engine(user)(); });
     if (!s.error.is_done()) wait_sync(ss, nullptr);
     weft::status_t got = r;
     if (!r.error.is_done()) wait_sync(rs, &got);
@@ -252,7 +263,9 @@ int scenario_threads(bool dedicated) {
     for (int i = 0; i < msgs / 4; ++i) {
       size_t sz = size_t(i % 5 == 0 ? 12000 : 8 + i % 200);
       rbufs[size_t(i)].resize(sz);
-      weft::status_t s = weft::post_recv_x(from, rbufs[size_t(i)].data(), sz, weft::tag_t(t * 100000 + i), rsync).device(dev)();
+      weft::status_t s =
+          weft::post_recv_x(from, rbufs[size_t(i)].data(), sz, weft::tag_t(t * 100000 + i), rsync)
+              .device(dev)();
       if (s.error.is_done()) weft::comp_signal(rsync, s);  // matched a send that came first
     }
     std::vector<std::vector<char>> sbufs(static_cast<size_t>(msgs));
@@ -263,15 +276,23 @@ int scenario_threads(bool dedicated) {
       if (i >= msgs / 4) sz = size_t(8 + i % 64);
       sbufs[size_t(i)].resize(sz);
       fill(sbufs[size_t(i)].data(), sz, size_t(t * 7 + i));
-      weft::status_t s = post_until([&] {
-        return i < msgs / 4
-                   ? weft::post_send_x(to, sbufs[size_t(i)].data(), sz, weft::tag_t(t * 100000 + i), scq).device(dev)()
-                   : weft::post_am_x(to, sbufs[size_t(i)].data(), sz, scq, rcomps[size_t(t)]).device(dev).tag(weft::tag_t(i))();
-      }, dev);
+      weft::status_t s = post_until(
+          [&] {
+            return i < msgs / 4
+                       ? weft::post_send_x(to, sbufs[size_t(i)].data(), sz,
+                                           weft::tag_t(t * 100000 + i), scq)
+                             .device(dev)()
+                       : weft::post_am_x(to, sbufs[size_t(i)].data(), sz, scq, rcomps[size_t(t)])
+                             .device(dev)
+                             .tag(weft::tag_t(i))();
+          },
+          dev);
       if (s.error.is_posted()) ++sends_pending;
       // drain incoming active messages as we go
-      for (weft::status_t a = weft::cq_pop(cqs[size_t(t)]); a.error.is_done(); a = weft::cq_pop(cqs[size_t(t)])) {
-        if (verify(a.buf, a.size, size_t(t * 7) + a.tag) != SIZE_MAX || a.rank != from) errors.fetch_add(1);
+      for (weft::status_t a = weft::cq_pop(cqs[size_t(t)]); a.error.is_done();
+           a = weft::cq_pop(cqs[size_t(t)])) {
+        if (verify(a.buf, a.size, size_t(t * 7) + a.tag) != SIZE_MAX || a.rank != from)
+          errors.fetch_add(1);
         std::free(a.buf);
         ++am_got;
       }
@@ -279,20 +300,25 @@ int scenario_threads(bool dedicated) {
     deadline d(40);
     while (am_got < msgs - msgs / 4 || sends_pending > 0 || !weft::sync_test(rsync, nullptr)) {
       weft::progress_x().device(dev)();
-      for (weft::status_t a = weft::cq_pop(cqs[size_t(t)]); a.error.is_done(); a = weft::cq_pop(cqs[size_t(t)])) {
-        if (verify(a.buf, a.size, size_t(t * 7) + a.tag) != SIZE_MAX || a.rank != from) errors.fetch_add(1);
+      for (weft::status_t a = weft::cq_pop(cqs[size_t(t)]); a.error.is_done();
+           a = weft::cq_pop(cqs[size_t(t)])) {
+        if (verify(a.buf, a.size, size_t(t * 7) + a.tag) != SIZE_MAX || a.rank != from)
+          errors.fetch_add(1);
         std::free(a.buf);
         ++am_got;
       }
-      for (weft::status_t a = weft::cq_pop(scq); a.error.is_done(); a = weft::cq_pop(scq)) --sends_pending;
+      for (weft::status_t a = weft::cq_pop(scq); a.error.is_done(); a = weft::cq_pop(scq))
+        --sends_pending;
       if (std::chrono::steady_clock::now() > d.end) {
-        fprintf(stderr, "thread %d: am %d/%d, sends pending %d\n", t, am_got, msgs - msgs / 4, sends_pending);
+        fprintf(stderr, "thread %d: am %d/%d, sends pending %d\n", t, am_got, msgs - msgs / 4,
+                sends_pending);
         errors.fetch_add(1000);
         break;
       }
     }
     for (int i = 0; i < msgs / 4; ++i)
-      if (verify(rbufs[size_t(i)].data(), rbufs[size_t(i)].size(), size_t(t * 7 + i)) != SIZE_MAX) errors.fetch_add(1);
+      if (verify(rbufs[size_t(i)].data(), rbufs[size_t(i)].size(), size_t(t * 7 + i)) != SIZE_MAX)
+        errors.fetch_add(1);
     weft::free_comp(&scq);
     weft::free_comp(&rsync);
   };
@@ -347,7 +373,9 @@ int scenario_packets() {
     size_t sz = size_t(1 + i * 37 % 4000);
     fill(p, sz, size_t(i));
     weft::status_t s = post_until([&] {
-      return weft::post_am_x(to, p, sz, weft::comp_t{}, rc).buffer_is_packet(true).tag(weft::tag_t(i))();
+      return weft::post_am_x(to, p, sz, weft::comp_t{}, rc)
+          .buffer_is_packet(true)
+          .tag(weft::tag_t(i))();
     });
     CHECK(s.error.is_done());
     weft::status_t r = wait_cq(cq);
@@ -401,12 +429,15 @@ std::string error_of(Fn&& fn) {
   return "";
 }
 
-bool contains(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
+bool contains(const std::string& s, const char* part) {
+  return s.find(part) != std::string::npos;
+}
 
 std::atomic<int> g_wire_errors{0};
 std::string g_last_wire_error;
 void count_wire_error(const weft::wire_error_t& e) {
-  g_last_wire_error = "rank " + std::to_string(e.rank_me) + " from " + std::to_string(e.peer) + ": " + e.what;
+  g_last_wire_error =
+      "rank " + std::to_string(e.rank_me) + " from " + std::to_string(e.peer) + ": " + e.what;
   g_wire_errors.fetch_add(1);
 }
 
@@ -429,9 +460,12 @@ int scenario_errors() {
   CHECK(contains(e, "post_recv") && contains(e, "size = 1125899906842624"));
   e = error_of([&] { weft::post_am(to, buf, 8, sync, 4242); });
   CHECK(contains(e, "remote_comp = 4242") && contains(e, "unknown remote completion"));
-  e = error_of([&] { weft::post_comm_x(weft::direction_t::IN, to, buf, 8, sync).remote_comp(0)(); });
+  e = error_of(
+      [&] { weft::post_comm_x(weft::direction_t::IN, to, buf, 8, sync).remote_comp(0)(); });
   CHECK(contains(e, "Table 1"));
-  e = error_of([&] { weft::post_send_x(to, buf, 8, 0, sync).matching_policy(weft::matching_policy_t(9))(); });
+  e = error_of([&] {
+    weft::post_send_x(to, buf, 8, 0, sync).matching_policy(weft::matching_policy_t(9))();
+  });
   CHECK(contains(e, "matching_policy = 9"));
   e = error_of([&] { weft::post_send_x(to, buf, 60000, 0, sync).buffer_is_packet(true)(); });
   CHECK(contains(e, "packet"));
@@ -445,7 +479,10 @@ int scenario_errors() {
   e = error_of([&] { weft::free_comp(&pend); });
   CHECK(contains(e, "free_comp") && contains(e, "1 operations"));
   CHECK(!pend.is_empty());
-  e = error_of([&] { weft::barrier(); weft::g_runtime_fina(); });
+  e = error_of([&] {
+    weft::barrier();
+    weft::g_runtime_fina();
+  });
   CHECK(contains(e, "g_runtime_fina") && contains(e, "pending"));
   CHECK(weft::cancel_recv(from, buf, 31337, pend));
   weft::status_t c;
@@ -490,22 +527,46 @@ int scenario_errors() {
     h.version = wire_version;
     h.type = uint8_t(msg_type::eager_am);
     h.target = 999;  // unknown remote completion
-    post_until([&] { return weft::status_t{dev->net->try_send(to, &h, sizeof(h), buf, 8) ? weft::errorcode_t::done : weft::errorcode_t::retry}; });
+    post_until([&] {
+      return weft::status_t{dev->net->try_send(to, &h, sizeof(h), buf, 8)
+                                ? weft::errorcode_t::done
+                                : weft::errorcode_t::retry};
+    });
     wire_header v = h;
     v.version = 77;  // another wire version
-    post_until([&] { return weft::status_t{dev->net->try_send(to, &v, sizeof(v), nullptr, 0) ? weft::errorcode_t::done : weft::errorcode_t::retry}; });
+    post_until([&] {
+      return weft::status_t{dev->net->try_send(to, &v, sizeof(v), nullptr, 0)
+                                ? weft::errorcode_t::done
+                                : weft::errorcode_t::retry};
+    });
     char shortmsg[5] = {1, 2, 3, 4, 5};  // shorter than a header
-    post_until([&] { return weft::status_t{dev->net->try_send(to, shortmsg, 5, nullptr, 0) ? weft::errorcode_t::done : weft::errorcode_t::retry}; });
+    post_until([&] {
+      return weft::status_t{dev->net->try_send(to, shortmsg, 5, nullptr, 0)
+                                ? weft::errorcode_t::done
+                                : weft::errorcode_t::retry};
+    });
     wire_header t = h;
     t.type = uint8_t(msg_type::cts);  // a clear-to-send with a truncated body
-    post_until([&] { return weft::status_t{dev->net->try_send(to, &t, sizeof(t), buf, 3) ? weft::errorcode_t::done : weft::errorcode_t::retry}; });
+    post_until([&] {
+      return weft::status_t{dev->net->try_send(to, &t, sizeof(t), buf, 3)
+                                ? weft::errorcode_t::done
+                                : weft::errorcode_t::retry};
+    });
     wire_header u = h;
     u.type = 200;
-    post_until([&] { return weft::status_t{dev->net->try_send(to, &u, sizeof(u), nullptr, 0) ? weft::errorcode_t::done : weft::errorcode_t::retry}; });
+    post_until([&] {
+      return weft::status_t{dev->net->try_send(to, &u, sizeof(u), nullptr, 0)
+                                ? weft::errorcode_t::done
+                                : weft::errorcode_t::retry};
+    });
     cts_body forged{0xdeadbeef00000003ull, 1, 0, 8};  // a forged request handle
     wire_header f = h;
     f.type = uint8_t(msg_type::cts);
-    post_until([&] { return weft::status_t{dev->net->try_send(to, &f, sizeof(f), &forged, sizeof(forged)) ? weft::errorcode_t::done : weft::errorcode_t::retry}; });
+    post_until([&] {
+      return weft::status_t{dev->net->try_send(to, &f, sizeof(f), &forged, sizeof(forged))
+                                ? weft::errorcode_t::done
+                                : weft::errorcode_t::retry};
+    });
   }
   int good = 4242;
   post_until([&] { return weft::post_am(to, &good, sizeof(good), weft::comp_t{}, rc); });
@@ -553,9 +614,12 @@ int scenario_big() {
     CHECK_EQ(verify(rbuf, size, 3), SIZE_MAX);
     free(rbuf);
   } else if (me == 0 || me == 1) {
-    if (me == 0) fill(buf, size, 3);
-    else memset(buf, 0, size);
-    weft::status_t s = me == 0 ? weft::post_send(to, buf, size, 1, sync) : weft::post_recv(from, buf, size, 1, sync);
+    if (me == 0)
+      fill(buf, size, 3);
+    else
+      memset(buf, 0, size);
+    weft::status_t s = me == 0 ? weft::post_send(to, buf, size, 1, sync)
+                               : weft::post_recv(from, buf, size, 1, sync);
     CHECK(s.error.is_posted());
     weft::status_t st[1];
     wait_sync(sync, st, {});
@@ -582,8 +646,9 @@ int scenario_peer_death() {
   weft::comp_t sync = weft::alloc_sync_x().threshold(2)();
   char small[16];
   auto t0 = std::chrono::steady_clock::now();
-  weft::post_recv(1, small, sizeof(small), 5, sync);                         // never sent
-  weft::status_t s = weft::post_send(1, big.data(), big.size(), 6, sync);  // rendezvous, never taken
+  weft::post_recv(1, small, sizeof(small), 5, sync);  // never sent
+  weft::status_t s =
+      weft::post_send(1, big.data(), big.size(), 6, sync);  // rendezvous, never taken
   CHECK(s.error.is_posted());
   weft::status_t st[2];
   wait_sync(sync, st);
@@ -601,7 +666,8 @@ int scenario_peer_death() {
   fill(out.data(), out.size(), size_t(me));
   weft::comp_t s2 = weft::alloc_sync_x().threshold(2)();
   weft::status_t a = weft::post_recv(other, in.data(), in.size(), 9, s2);
-  weft::status_t b = post_until([&] { return weft::post_send(other, out.data(), out.size(), 9, s2); });
+  weft::status_t b =
+      post_until([&] { return weft::post_send(other, out.data(), out.size(), 9, s2); });
   if (a.error.is_done()) weft::comp_signal(s2, a);
   if (b.error.is_done()) weft::comp_signal(s2, b);
   wait_sync(s2, nullptr);
@@ -634,12 +700,17 @@ int main(int argc, char** argv) {
   }
   std::string s = argv[1];
   std::map<std::string, int (*)()> table = {
-      {"matrix", scenario_matrix},      {"order", scenario_order},
-      {"policies", scenario_policies},  {"threads_dedicated", [] { return scenario_threads(true); }},
+      {"matrix", scenario_matrix},
+      {"order", scenario_order},
+      {"policies", scenario_policies},
+      {"threads_dedicated", [] { return scenario_threads(true); }},
       {"threads_shared", [] { return scenario_threads(false); }},
-      {"barrier", scenario_barrier},    {"packets", scenario_packets},
-      {"runtimes", scenario_runtimes},  {"errors", scenario_errors},
-      {"big", scenario_big},            {"peer_death", scenario_peer_death},
+      {"barrier", scenario_barrier},
+      {"packets", scenario_packets},
+      {"runtimes", scenario_runtimes},
+      {"errors", scenario_errors},
+      {"big", scenario_big},
+      {"peer_death", scenario_peer_death},
       {"crash", scenario_crash}};
   auto it = table.find(s);
   if (it == table.end()) {

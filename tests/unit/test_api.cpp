@@ -1,10 +1,10 @@
 // The API in one process without a launcher: rank 0 of 1, sending to itself.
 #include <gtest/gtest.h>
-#include <weft/weft.hpp>
 
 #include <cstdlib>
 #include <type_traits>
 #include <vector>
+#include <weft/weft.hpp>
 
 static_assert(std::is_trivially_copyable_v<weft::device_t>);
 static_assert(std::is_trivially_copyable_v<weft::comp_t>);
@@ -45,7 +45,8 @@ TEST_F(Api, AttributesHaveDocumentedDefaultsAndLimits) {
 }
 
 TEST_F(Api, AttributesCanBeSetAtAllocation) {
-  weft::runtime_t rt = weft::alloc_runtime_x().packet_size(1024).eager_size(500).inject_size(16).inbox_depth(64)();
+  weft::runtime_t rt =
+      weft::alloc_runtime_x().packet_size(1024).eager_size(500).inject_size(16).inbox_depth(64)();
   EXPECT_EQ(rt.get_attr_packet_size(), 1024u);
   EXPECT_EQ(rt.get_attr_eager_size(), 500u);
   EXPECT_EQ(rt.get_attr_inject_size(), 16u);
@@ -192,9 +193,14 @@ TEST_F(Api, ReceiveWithAllowPostedFalseIsATryReceive) {
 
 TEST_F(Api, HandlerRunsOnSignal) {
   std::vector<int> seen;
-  weft::comp_t h = weft::alloc_handler([&](weft::status_t s) { seen.push_back(int(s.tag)); });
+  weft::comp_t h = weft::alloc_handler([&](weft::status_t s) {
+    seen.push_back(int(s.tag));
+    EXPECT_EQ(s.size, 0u);
+    std::free(s.buf);  // an active message buffer belongs to the receiver, even when empty
+  });
   weft::rcomp_t rc = weft::register_rcomp(h);
-  for (int i = 0; i < 5; ++i) weft::post_am_x(0, nullptr, 0, weft::comp_t{}, rc).tag(weft::tag_t(i))();
+  for (int i = 0; i < 5; ++i)
+    weft::post_am_x(0, nullptr, 0, weft::comp_t{}, rc).tag(weft::tag_t(i))();
   for (int i = 0; i < 20; ++i) weft::progress();
   ASSERT_EQ(seen.size(), 5u);
   for (auto& b : seen) EXPECT_LT(b, 5);

@@ -245,7 +245,7 @@ TEST(RequestSlab, StaleAndForgedHandlesAreRejected) {
   request_slab slab(8);
   request* r = slab.alloc(nullptr);
   ASSERT_NE(r, nullptr);
-  r->kind = req_kind::rdv_send;
+  r->publish(req_kind::rdv_send);
   uint64_t h = slab.handle(r);
   EXPECT_EQ(slab.lookup(h, req_kind::rdv_send), r);
   EXPECT_EQ(slab.lookup(h, req_kind::rdv_recv), nullptr);

@@ -6,7 +6,9 @@
 
 namespace weftrun {
 
-void kvs_server::reply(int fd, const std::string& line) { weft::bootstrap::write_line(fd, line); }
+void kvs_server::reply(int fd, const std::string& line) {
+  weft::bootstrap::write_line(fd, line);
+}
 
 bool kvs_server::on_line(int fd, const std::string& line) {
   size_t sp = line.find(' ');
@@ -43,8 +45,10 @@ bool kvs_server::on_line(int fd, const std::string& line) {
   }
   if (cmd == "GET") {
     auto v = kv_.find(rest);
-    if (v != kv_.end()) reply(fd, "VAL " + v->second);
-    else waiting_gets_.emplace(rest, fd);
+    if (v != kv_.end())
+      reply(fd, "VAL " + v->second);
+    else
+      waiting_gets_.emplace(rest, fd);
     return true;
   }
   if (cmd == "FENCE") {
@@ -68,8 +72,10 @@ void kvs_server::complete_fences() {
   unsigned low = *std::min_element(fence_count_.begin(), fence_count_.end());
   std::vector<std::pair<int, unsigned>> still;
   for (auto& [fd, n] : waiting_fences_) {
-    if (n <= low) reply(fd, "OK");
-    else still.emplace_back(fd, n);
+    if (n <= low)
+      reply(fd, "OK");
+    else
+      still.emplace_back(fd, n);
   }
   waiting_fences_.swap(still);
 }
@@ -89,8 +95,8 @@ void kvs_server::rank_exited(int rank, bool failed, const std::string& why) {
   std::erase_if(waiting_fences_, [&](auto& p) { return fence_count_[size_t(rank)] < p.second; });
   if (failed) {
     for (auto& [key, fd] : waiting_gets_)
-      reply(fd, "ERR rank " + std::to_string(rank) + " " + why + " while key " + key +
-                    " was awaited");
+      reply(fd,
+            "ERR rank " + std::to_string(rank) + " " + why + " while key " + key + " was awaited");
     waiting_gets_.clear();
   }
 }

@@ -11,7 +11,8 @@ namespace weftrun {
 
 class kvs_server {
  public:
-  explicit kvs_server(int nranks) : fence_count_(size_t(nranks), 0), exited_(size_t(nranks), false) {}
+  explicit kvs_server(int nranks)
+      : fence_count_(size_t(nranks), 0), exited_(size_t(nranks), false) {}
 
   // Handles one request line from connection fd; false closes the connection.
   bool on_line(int fd, const std::string& line);

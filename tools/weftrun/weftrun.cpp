@@ -6,8 +6,8 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
-#include <sys/random.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -82,12 +82,16 @@ options parse(int argc, char** argv) {
       char* end;
       const char* v = value("--timeout");
       o.timeout_s = strtod(v, &end);
-      if (*end || o.timeout_s <= 0) usage((std::string("--timeout: '") + v + "' is not a positive number").c_str());
+      if (*end || o.timeout_s <= 0)
+        usage((std::string("--timeout: '") + v + "' is not a positive number").c_str());
     } else if (a == "--bind-to") {
       std::string v = value("--bind-to");
-      if (v == "none") o.bind = false;
-      else if (v == "core") o.bind = true;
-      else usage(("--bind-to: '" + v + "' is not core or none").c_str());
+      if (v == "none")
+        o.bind = false;
+      else if (v == "core")
+        o.bind = true;
+      else
+        usage(("--bind-to: '" + v + "' is not core or none").c_str());
     } else if (a == "-v" || a == "--verbose") {
       o.verbose = true;
     } else if (a == "-h" || a == "--help") {
@@ -173,7 +177,8 @@ int main(int argc, char** argv) {
   sockaddr_un sa{};
   sa.sun_family = AF_UNIX;
   snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock_path.c_str());
-  if (lfd < 0 || bind(lfd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0 || listen(lfd, 4096) != 0) {
+  if (lfd < 0 || bind(lfd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0 ||
+      listen(lfd, 4096) != 0) {
     perror("weftrun: key-value socket");
     return 1;
   }
@@ -259,16 +264,17 @@ int main(int argc, char** argv) {
   auto teardown = [&](const char* why) {
     if (tearing_down) return;
     tearing_down = true;
-    if (o.verbose || why) fprintf(stderr, "weftrun: %s; terminating the other ranks\n", why ? why : "tearing down");
+    if (o.verbose || why)
+      fprintf(stderr, "weftrun: %s; terminating the other ranks\n", why ? why : "tearing down");
     signal_all(SIGTERM);
     kill_at = clock_type::now() + std::chrono::seconds(3);
   };
 
   while (running > 0 || [&] {
-           for (auto& rs : ranks)
-             if (rs.out_fd >= 0 || rs.err_fd >= 0) return true;
-           return false;
-         }()) {
+    for (auto& rs : ranks)
+      if (rs.out_fd >= 0 || rs.err_fd >= 0) return true;
+    return false;
+  }()) {
     std::vector<pollfd> fds;
     fds.push_back({sfd, POLLIN, 0});
     fds.push_back({lfd, POLLIN, 0});
@@ -372,14 +378,18 @@ int main(int argc, char** argv) {
         --running;
         bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
         kvs.rank_exited(r, failed, failed ? describe_status(status) : "finished");
-        if (o.verbose) fprintf(stderr, "weftrun: rank %d (pid %d) %s\n", r, pid, describe_status(status).c_str());
+        if (o.verbose)
+          fprintf(stderr, "weftrun: rank %d (pid %d) %s\n", r, pid,
+                  describe_status(status).c_str());
         if (failed && !exit_code)
           exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
         if (failed && !tearing_down && !timed_out) {
           std::string why = "rank " + std::to_string(r) + " (pid " + std::to_string(pid) + ") " +
                             describe_status(status);
-          if (o.keep_going) fprintf(stderr, "weftrun: %s; the other ranks keep running\n", why.c_str());
-          else teardown(why.c_str());
+          if (o.keep_going)
+            fprintf(stderr, "weftrun: %s; the other ranks keep running\n", why.c_str());
+          else
+            teardown(why.c_str());
         }
       }
     }

@@ -1,12 +1,12 @@
 #include "net/shm/shm_backend.hpp"
 
+#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
-#include <sched.h>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 #include "bootstrap/bootstrap.hpp"
@@ -30,9 +30,12 @@ std::string key(const char* what, int ctx, int index, int rank) {
 settings read_settings() {
   settings s{};
   std::string mode = util::env_string("WEFT_SHM_PUT", "pipeline");
-  if (mode == "pipeline") s.mode = put_mode::pipeline;
-  else if (mode == "cma") s.mode = put_mode::cma;
-  else util::fail("shm backend", "WEFT_SHM_PUT", mode, "must be pipeline or cma");
+  if (mode == "pipeline")
+    s.mode = put_mode::pipeline;
+  else if (mode == "cma")
+    s.mode = put_mode::cma;
+  else
+    util::fail("shm backend", "WEFT_SHM_PUT", mode, "must be pipeline or cma");
   s.nchannels = util::env_size("WEFT_SHM_CHANNELS", 4);
   s.chunk_size = util::env_size("WEFT_SHM_CHUNK", 64 * 1024);
   s.nslots = util::env_size("WEFT_SHM_SLOTS", 8);
@@ -68,16 +71,17 @@ shm_context::shm_context(std::shared_ptr<bootstrap::bootstrap> boot, int context
     int pid = 0;
     unsigned long long addr = 0;
     if (sscanf(v.c_str(), "%d %llx", &pid, &addr) != 2)
-      util::fail("shm backend", "peer info", v, "malformed bootstrap value from rank " +
-                                                    std::to_string(r));
+      util::fail("shm backend", "peer info", v,
+                 "malformed bootstrap value from rank " + std::to_string(r));
     pids_[size_t(r)] = pid;
     if (r == b.rank()) continue;
     uint64_t got = 0;
     if (cma_read(pid, &got, addr, sizeof(got)) != 0 || got != cma_probe_cookie) cma_ok_ = false;
   }
   if (settings_.mode == put_mode::cma && !cma_ok_) {
-    WEFT_LOG(warn, "WEFT_SHM_PUT=cma but cross-memory attach is not permitted here; "
-                   "falling back to the pipelined copy");
+    WEFT_LOG(warn,
+             "WEFT_SHM_PUT=cma but cross-memory attach is not permitted here; "
+             "falling back to the pipelined copy");
     settings_.mode = put_mode::pipeline;
   }
   WEFT_LOG(info, "shm context %d: %s", context_id_, describe().c_str());
@@ -98,9 +102,15 @@ std::unique_ptr<device> shm_context::alloc_device(int index, const device_config
 
 // Shared memory needs no registration: the target copies into its own memory, or a peer
 // writes through cross-memory attach. The key is unused.
-mr_t shm_context::register_memory(void* base, size_t size) { return mr_t{base, size, 0, nullptr}; }
-void shm_context::deregister_memory(mr_t& mr) { mr = mr_t{}; }
-rkey_t shm_context::get_rkey(const mr_t&) { return rkey_t{}; }
+mr_t shm_context::register_memory(void* base, size_t size) {
+  return mr_t{base, size, 0, nullptr};
+}
+void shm_context::deregister_memory(mr_t& mr) {
+  mr = mr_t{};
+}
+rkey_t shm_context::get_rkey(const mr_t&) {
+  return rkey_t{};
+}
 
 // ---- device -------------------------------------------------------------------------------
 
@@ -147,7 +157,8 @@ shm_device::shm_device(shm_context& ctx, int index, const device_config& cfg)
     ch->written.store(0);
     ch->consumed.store(0);
   }
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  // Peers learn the segment name only through the bootstrap (a socket round trip), which
+  // orders these initialising stores before their first access.
 
   peers_.resize(size_t(n));
   if (n > 1) b.put(key("seg", ctx.context_id(), index, me), name);
@@ -161,8 +172,8 @@ shm_device::shm_device(shm_context& ctx, int index, const device_config& cfg)
       auto* ph = reinterpret_cast<segment_header*>(p->base);
       if (ph->magic != segment_magic || ph->layout != layout_version || ph->rank != uint32_t(r))
         util::fail("alloc_device (shm)", "peer segment of rank " + std::to_string(r),
-                   std::to_string(ph->layout), "not a Weft shm segment of layout version " +
-                                                   std::to_string(layout_version));
+                   std::to_string(ph->layout),
+                   "not a Weft shm segment of layout version " + std::to_string(layout_version));
       if (ph->cell_size != geo_.cell_size || ph->ncells != geo_.ncells ||
           ph->chunk_size != geo_.chunk_size || ph->nslots != geo_.nslots ||
           ph->nchannels != geo_.nchannels)
@@ -248,8 +259,7 @@ bool shm_device::try_put(int rank, const void* src, size_t size, uint64_t remote
       int err = rank == me ? (memmove(reinterpret_cast<void*>(remote_addr), src, size), 0)
                            : cma_write(peers_[size_t(rank)]->pid, src, remote_addr, size);
       if (err)
-        util::fail("put (shm, cross-memory attach)", "rank", std::to_string(rank),
-                   strerror(err));
+        util::fail("put (shm, cross-memory attach)", "rank", std::to_string(rank), strerror(err));
     }
     if (notify) {
       put_done_msg m{imm};
@@ -289,7 +299,8 @@ bool shm_device::try_get(int rank, void* dst, size_t size, uint64_t remote_addr,
     int err = rank == ctx_.boot().rank()
                   ? (memmove(dst, reinterpret_cast<void*>(remote_addr), size), 0)
                   : cma_read(peers_[size_t(rank)]->pid, dst, remote_addr, size);
-    if (err) util::fail("get (shm, cross-memory attach)", "rank", std::to_string(rank), strerror(err));
+    if (err)
+      util::fail("get (shm, cross-memory attach)", "rank", std::to_string(rank), strerror(err));
   }
   events_.add(local_event{local_event::get_done, rank, ctx, 0});
   return true;
@@ -304,9 +315,7 @@ void shm_device::handle_cell(sink& s, const cell_header* c) {
     return;
   }
   switch (c->kind) {
-    case kind_message:
-      s.on_message(src, data, c->len);
-      return;
+    case kind_message: s.on_message(src, data, c->len); return;
     case kind_put_start: {
       put_start_msg m;
       if (c->len != sizeof(m)) break;
@@ -320,8 +329,8 @@ void shm_device::handle_cell(sink& s, const cell_header* c) {
         return;
       }
       incoming_.add(incoming_put{src, ch, slots_of(base, m.channel),
-                                 reinterpret_cast<char*>(m.remote_addr), m.size, 0,
-                                 m.notify != 0, m.imm});
+                                 reinterpret_cast<char*>(m.remote_addr), m.size, 0, m.notify != 0,
+                                 m.imm});
       return;
     }
     case kind_put_done: {
@@ -331,8 +340,7 @@ void shm_device::handle_cell(sink& s, const cell_header* c) {
       s.on_put_remote_done(src, m.imm);
       return;
     }
-    default:
-      break;
+    default: break;
   }
   WEFT_LOG(error, "shm: dropped a malformed backend cell of kind %u and length %u from rank %d",
            unsigned(c->kind), c->len, src);

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Installs what Weft needs to build and test on Debian 12 (run as root or with sudo).
+set -euo pipefail
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO=sudo
+export DEBIAN_FRONTEND=noninteractive
+pkgs="build-essential cmake ninja-build pkg-config libgtest-dev binutils procps"
+missing=""
+for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
+if [ -n "$missing" ]; then
+  echo "setup: installing$missing"
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq $missing >/dev/null
+fi
+echo "setup: build dependencies present"
