@@ -1,6 +1,8 @@
 // The API in one process without a launcher: rank 0 of 1, sending to itself.
 #include <gtest/gtest.h>
 
+#include "core/device.hpp"
+
 #include <cstdlib>
 #include <type_traits>
 #include <vector>
@@ -217,4 +219,34 @@ TEST_F(Api, FreeingADeviceWithPendingWorkIsRefused) {
   EXPECT_TRUE(weft::cancel_recv_x(0, buf, 1, sync).device(d)());
   weft::free_device(&d);
   weft::free_comp(&sync);
+}
+
+TEST_F(Api, MalformedMessageIsFatalWhenAsked) {
+  weft::runtime_t rt = weft::alloc_runtime_x().wire_errors_fatal(true)();
+  EXPECT_TRUE(rt.get_attr_wire_errors_fatal());
+  auto* dev = weft::get_default_device(rt).p;
+  char junk[3] = {1, 2, 3};
+  ASSERT_TRUE(dev->net->try_send(0, junk, sizeof(junk), nullptr, 0));
+  try {
+    weft::progress_x().runtime(rt)();
+    FAIL() << "no exception";
+  } catch (const weft::fatal_error& e) {
+    EXPECT_EQ(e.call(), "progress");
+    EXPECT_NE(std::string(e.what()).find("from rank 0: truncated message of 3 bytes"), std::string::npos)
+        << e.what();
+  }
+  // Traffic after it is undisturbed.
+  weft::comp_t cq = weft::alloc_cq_x().runtime(rt)();
+  weft::rcomp_t rc = weft::register_rcomp_x(cq).runtime(rt)();
+  int v = 7;
+  ASSERT_TRUE(weft::post_am_x(0, &v, 4, weft::comp_t{}, rc).runtime(rt)().error.is_done());
+  weft::status_t r;
+  do {
+    weft::progress_x().runtime(rt)();
+    r = weft::cq_pop(cq);
+  } while (r.error.is_retry());
+  EXPECT_EQ(*static_cast<int*>(r.buf), 7);
+  std::free(r.buf);
+  weft::free_comp(&cq);
+  weft::free_runtime(&rt);
 }

@@ -65,7 +65,8 @@ shm_context::shm_context(std::shared_ptr<bootstrap::bootstrap> boot, int context
            static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(&cma_probe_cookie)));
   b.put(key("pid", context_id_, 0, b.rank()), info);
   pids_.resize(size_t(b.size()));
-  cma_ok_ = true;
+  // WEFT_SHM_CMA=0 forbids cross-memory attach outright, as a kernel policy would.
+  cma_ok_ = util::env_bool("WEFT_SHM_CMA", true);
   for (int r = 0; r < b.size(); ++r) {
     std::string v = b.get(key("pid", context_id_, 0, r));
     int pid = 0;
@@ -74,7 +75,7 @@ shm_context::shm_context(std::shared_ptr<bootstrap::bootstrap> boot, int context
       util::fail("shm backend", "peer info", v,
                  "malformed bootstrap value from rank " + std::to_string(r));
     pids_[size_t(r)] = pid;
-    if (r == b.rank()) continue;
+    if (r == b.rank() || !cma_ok_) continue;
     uint64_t got = 0;
     if (cma_read(pid, &got, addr, sizeof(got)) != 0 || got != cma_probe_cookie) cma_ok_ = false;
   }
