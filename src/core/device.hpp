@@ -42,6 +42,8 @@ class device_impl final : public net::sink {
   void complete(comp_impl* c, const status_t& s, bool counted);
   // A control message sent from inside progress: queued in the backlog when the peer's
   // queue is full.
+  // Completes `q` with `code` and the request's own fields, and frees it.
+  void finish_request(request* q, errorcode_t code);
   void send_control(int rank, const wire_header& h, const void* body, size_t len);
   bool peer_dead(int rank) const { return dead_[size_t(rank)].load(std::memory_order_relaxed); }
   size_t pending_operations();

@@ -205,17 +205,7 @@ void device_impl::on_message(int rank, const void* data, size_t len) {
         wire_error(rank, "refusal for unknown send request " + std::to_string(b.sreq));
         return;
       }
-      status_t st;
-      st.error = errorcode_t(b.errorcode);
-      st.rank = rank;
-      st.tag = s->tag;
-      st.buf = s->buf;
-      st.size = s->size;
-      st.user_context = s->user_context;
-      comp_impl* c = s->comp;
-      bool counted = s->counted;
-      slab.free(s);
-      complete(c, st, counted);
+      finish_request(s, errorcode_t(b.errorcode));
       return;
     }
   }
@@ -381,18 +371,7 @@ void device_impl::arrive_rts(int rank, const wire_header& h, const rts_body& b) 
 
 void device_impl::on_put_local_done(void* ctx) {
   request* s = slab.lookup(uint64_t(reinterpret_cast<uintptr_t>(ctx)), req_kind::rdv_send);
-  if (!s) return;  // failed meanwhile (dead peer)
-  status_t st;
-  st.error = errorcode_t::done;
-  st.rank = s->rank;
-  st.tag = s->tag;
-  st.buf = s->buf;
-  st.size = s->size;
-  st.user_context = s->user_context;
-  comp_impl* c = s->comp;
-  bool counted = s->counted;
-  slab.free(s);
-  complete(c, st, counted);
+  if (s) finish_request(s, errorcode_t::done);  // else it failed meanwhile (dead peer)
 }
 
 void device_impl::on_put_remote_done(int rank, uint64_t imm) {
@@ -401,16 +380,20 @@ void device_impl::on_put_remote_done(int rank, uint64_t imm) {
     wire_error(rank, "data for unknown receive request " + std::to_string(imm));
     return;
   }
+  finish_request(r, r->msg_size > r->size ? errorcode_t::error_truncated : errorcode_t::done);
+}
+
+void device_impl::finish_request(request* q, errorcode_t code) {
   status_t st;
-  st.error = r->msg_size > r->size ? errorcode_t::error_truncated : errorcode_t::done;
-  st.rank = rank;
-  st.tag = r->tag;
-  st.buf = r->buf;
-  st.size = r->size;
-  st.user_context = r->user_context;
-  comp_impl* c = r->comp;
-  bool counted = r->counted;
-  slab.free(r);
+  st.error = code;
+  st.rank = q->rank;
+  st.tag = q->tag;
+  st.buf = q->buf;
+  st.size = q->size;
+  st.user_context = q->user_context;
+  comp_impl* c = q->comp;
+  bool counted = q->counted;
+  q->dev->slab.free(q);
   complete(c, st, counted);
 }
 
@@ -429,18 +412,14 @@ void device_impl::fail_peer(int rank) {
   WEFT_LOG(warn, "rank %d is gone; failing the operations that wait on it", rank);
   net->forget_peer(rank);
   auto fail = [&](request* q) {
-    status_t st;
-    st.error = errorcode_t::error_peer_dead;
-    st.rank = rank;
-    st.tag = q->tag;
-    st.buf = q->is_am ? nullptr : q->buf;
-    st.size = q->size;
-    st.user_context = q->user_context;
-    if (q->is_am && q->kind() == req_kind::rdv_recv) std::free(q->buf);
-    comp_impl* c = q->is_am && q->kind() == req_kind::rdv_recv ? nullptr : q->comp;
-    bool counted = q->counted;
-    q->dev->slab.free(q);
-    complete(c, st, counted);
+    if (q->is_am && q->kind() == req_kind::rdv_recv) {
+      // An active message that never arrived: nobody waits for it, drop its buffer.
+      std::free(q->buf);
+      q->dev->slab.free(q);
+      return;
+    }
+    q->rank = rank;
+    finish_request(q, errorcode_t::error_peer_dead);
   };
   for (uint32_t i = 0; i < slab.capacity() && slab.in_use(); ++i) {
     request& q = slab.at(i);

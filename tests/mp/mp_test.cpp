@@ -347,12 +347,30 @@ int scenario_barrier() {
     wait_sync(s, &out);
     CHECK(out.error.is_done());
   }
-  // A rank that arrives late holds everyone: rank 0 sleeps, the others must wait for it.
-  auto t0 = std::chrono::steady_clock::now();
-  if (me == 0) usleep(500000);
+  // A rank that arrives late holds everyone: no rank may leave before rank 0 entered.
+  // CLOCK_MONOTONIC is one clock for every process on the host.
+  auto mono = [] {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+  };
+  weft::comp_t cq = weft::alloc_cq();
+  weft::rcomp_t rc = weft::register_rcomp(cq);
+  int64_t entered = 0;
+  if (me == 0) {
+    usleep(300000);
+    entered = mono();
+  }
   weft::barrier();
-  double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  CHECK(waited >= 0.25);  // generous: ranks may start the clock late on a loaded machine
+  const int64_t left = mono();
+  if (me == 0)
+    for (int r = 0; r < weft::get_rank_n(); ++r)
+      post_until([&] { return weft::post_am(r, &entered, sizeof(entered), weft::comp_t{}, rc); });
+  weft::status_t t = wait_cq(cq);
+  CHECK(left >= *static_cast<int64_t*>(t.buf));
+  std::free(t.buf);
+  weft::barrier();
+  weft::free_comp(&cq);
   weft::free_comp(&s);
   return finish("barrier");
 }
