@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Instructions per 8-byte active message in steady state: one process sending to itself
+# (loopback), counted by callgrind for two run lengths; the difference divided by the extra
+# messages removes start-up and shutdown. Prints RESULT lines.
+#   bench/callgrind.sh <build dir>
+set -euo pipefail
+build=${1:-build}
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+count() {  # binary, iterations
+  valgrind --tool=callgrind --callgrind-out-file="$tmp/cg" "$@" >/dev/null 2>"$tmp/log" || { cat "$tmp/log" >&2; exit 1; }
+  sed -n 's/.*Collected : \([0-9]*\).*/\1/p' "$tmp/log"
+}
+for sys in weft mpich; do
+  bin="$build/bench/bench_$sys"
+  [ -x "$bin" ] || continue
+  a=$(count "$bin" rate --mode am --iters 32000)
+  b=$(count "$bin" rate --mode am --iters 96000)
+  echo "RESULT system=$sys api=am mode=loopback threads=1 resources=dedicated workload=instructions size=8 value=$(( (b - a) / 64000 )) unit=instr/msg"
+done

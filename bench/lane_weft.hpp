@@ -1,0 +1,153 @@
+// Lanes over Weft: active messages into a completion queue, and send/receive. Dedicated
+// resources give each lane its own device and completion queue; shared ones put every lane
+// on the default device (each lane keeping its own queue), and shared_cq shares the queue
+// too (a lane may pop another lane's message and hands it over through a counter).
+#pragma once
+
+#include <atomic>
+#include <cstdlib>
+#include <memory>
+#include <vector>
+#include <weft/weft.hpp>
+
+#include "lanes.hpp"
+
+namespace bench {
+
+struct weft_world {
+  int me = 0, n = 1, nlanes = 1;
+  resources res = resources::dedicated;
+  std::vector<weft::device_t> devices;
+  std::vector<weft::comp_t> cqs;
+  std::vector<weft::rcomp_t> rcomps;
+  std::unique_ptr<std::atomic<long>[]> mailbox;  // shared_cq: arrivals per lane
+
+  void init(int lanes, resources r) {
+    weft::g_runtime_init();
+    me = weft::get_rank_me();
+    n = weft::get_rank_n();
+    nlanes = lanes;
+    res = r;
+    mailbox.reset(new std::atomic<long>[size_t(lanes)]);
+    for (int t = 0; t < lanes; ++t) {
+      mailbox[size_t(t)].store(0);
+      // Collective and ordered: lane t's device and queue pair with the peer's lane t.
+      devices.push_back(r == resources::dedicated ? weft::alloc_device()
+                                                  : weft::get_default_device());
+      if (r != resources::shared_cq || t == 0) {
+        cqs.push_back(weft::alloc_cq());
+        rcomps.push_back(weft::register_rcomp(cqs.back()));
+      } else {
+        cqs.push_back(cqs[0]);
+        rcomps.push_back(rcomps[0]);
+      }
+    }
+  }
+  void barrier() { weft::barrier(); }
+  void fina() {
+    weft::barrier();
+    for (int t = 0; t < nlanes; ++t) {
+      if (res == resources::dedicated) weft::free_device(&devices[size_t(t)]);
+      if (res != resources::shared_cq || t == 0) weft::free_comp(&cqs[size_t(t)]);
+    }
+    weft::g_runtime_fina();
+  }
+};
+
+class weft_lane {
+ public:
+  weft_lane(weft_world& w, int lane, int peer)
+      : w_(w),
+        lane_(lane),
+        peer_(peer),
+        dev_(w.devices[size_t(lane)]),
+        cq_(w.cqs[size_t(lane)]),
+        rcomp_(w.rcomps[size_t(lane)]),
+        scq_(weft::alloc_cq()) {}
+  ~weft_lane() { weft::free_comp(&scq_); }
+
+  void am_send(const void* buf, size_t size) {
+    while (weft::post_am_x(peer_, const_cast<void*>(buf), size, weft::comp_t{}, rcomp_)
+               .device(dev_)
+               .tag(weft::tag_t(lane_))()
+               .error.is_retry()) {
+      weft::progress_x().device(dev_)();
+      idle_.failed();
+    }
+  }
+
+  void am_wait() {
+    if (w_.res == resources::shared_cq) {
+      std::atomic<long>& mine = w_.mailbox[size_t(lane_)];
+      while (mine.load(std::memory_order_acquire) <= consumed_) {
+        weft::status_t s = weft::cq_pop(cq_);
+        if (s.error.is_done()) {
+          w_.mailbox[s.tag].fetch_add(1, std::memory_order_release);
+          std::free(s.buf);
+        } else {
+          weft::progress_x().device(dev_)();
+          idle_.failed();
+        }
+      }
+      ++consumed_;
+      return;
+    }
+    for (;;) {
+      weft::status_t s = weft::cq_pop(cq_);
+      if (s.error.is_done()) {
+        std::free(s.buf);
+        return;
+      }
+      weft::progress_x().device(dev_)();
+      idle_.failed();
+    }
+  }
+
+  void send(void* buf, size_t size, int tag) {
+    post([&] {
+      return weft::post_send_x(peer_, buf, size, weft::tag_t(tag + lane_ * 2 * ack_tag), scq_)
+          .device(dev_)();
+    });
+  }
+  void recv(void* buf, size_t size, int tag) {
+    post([&] {
+      return weft::post_recv_x(peer_, buf, size, weft::tag_t(tag + lane_ * 2 * ack_tag), scq_)
+          .device(dev_)();
+    });
+  }
+  void wait_all() {
+    while (outstanding_ > 0) {
+      weft::status_t s = weft::cq_pop(scq_);
+      if (s.error.is_done()) {
+        --outstanding_;
+      } else {
+        weft::progress_x().device(dev_)();
+        idle_.failed();
+      }
+    }
+  }
+
+ private:
+  template <typename Post>
+  void post(Post&& p) {
+    for (;;) {
+      weft::status_t s = p();
+      if (s.error.is_posted()) ++outstanding_;
+      if (!s.error.is_retry()) return;
+      weft::progress_x().device(dev_)();
+      idle_.failed();
+    }
+  }
+
+  weft_world& w_;
+  int lane_, peer_;
+  weft::device_t dev_;
+  weft::comp_t cq_;
+  weft::rcomp_t rcomp_;
+  weft::comp_t scq_;
+  long outstanding_ = 0;
+  long consumed_ = 0;
+  backoff idle_;
+};
+
+}  // namespace bench

@@ -1,0 +1,53 @@
+// A lane is one thread's endpoint towards the same-numbered thread of the peer process.
+// The workloads (workloads.hpp) are written once against this interface; lane_weft.hpp and
+// lane_mpi.hpp implement it, so a difference in the figures can only come from the library.
+//
+//   void am_send(const void* buf, size_t size)   one active message to the peer lane
+//   void am_wait()                               consume one active message sent to us
+//   void send(void* buf, size_t size, int tag)   post a send (non-blocking)
+//   void recv(void* buf, size_t size, int tag)   post a receive (non-blocking)
+//   void wait_all()                              until every posted send/receive completed
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <thread>
+
+namespace bench {
+
+enum class resources { dedicated, shared, shared_cq };
+
+inline const char* resources_name(resources r) {
+  switch (r) {
+    case resources::dedicated: return "dedicated";
+    case resources::shared: return "shared";
+    case resources::shared_cq: return "shared_cq";
+  }
+  return "?";
+}
+
+inline constexpr int ack_tag = 1 << 20;
+
+// Set when the run has more busy threads on this host than cores.
+inline bool g_oversubscribed = false;
+
+// Every lane's waiting loops call this after each fruitless poll. When the host is
+// oversubscribed, a run of failures makes the thread yield, so such runs measure the
+// library rather than the scheduler's patience with spinning threads; otherwise it does
+// nothing (a yield costs microseconds in this VM and would dominate a ping-pong). The same
+// policy for every library.
+class backoff {
+ public:
+  void failed() {
+    if (g_oversubscribed && ++misses_ >= 16) {
+      misses_ = 0;
+      std::this_thread::yield();
+    }
+  }
+  void reset() { misses_ = 0; }
+
+ private:
+  int misses_ = 0;
+};
+
+}  // namespace bench
