@@ -128,11 +128,13 @@ status_t device_impl::post_rendezvous(const comm_args& a, const wire_header& h) 
   r->user_context = a.user_context;
   r->is_am = h.type == uint8_t(msg_type::rts_am);
   r->counted = r->comp != nullptr;
-  r->publish(req_kind::rdv_send);
+  comp_impl* c = r->comp;
   rts_body b{a.size, slab.handle(r)};
-  if (r->counted) r->comp->pending.fetch_add(1, std::memory_order_relaxed);
+  if (c) c->pending.fetch_add(1, std::memory_order_relaxed);
+  // Published last: once the ready-to-send is out, another thread may finish and reuse r.
+  r->publish(req_kind::rdv_send);
   if (!net->try_send(a.rank, &h, sizeof(h), &b, sizeof(b))) {
-    if (r->counted) r->comp->pending.fetch_sub(1, std::memory_order_relaxed);
+    if (c) c->pending.fetch_sub(1, std::memory_order_relaxed);
     slab.free(r);
     return retry_or_backlog(a, errorcode_t::retry_nomem);
   }
@@ -214,12 +216,14 @@ status_t device_impl::match_arrived(request* recv, request* u, const comm_args* 
   if (u->counted) comp->pending.fetch_add(1, std::memory_order_relaxed);
   if (counted) comp->pending.fetch_sub(1, std::memory_order_relaxed);
   slab.free(recv);
-  u->publish(req_kind::rdv_recv);
   wire_header h{};
   h.version = wire_version;
   h.type = uint8_t(msg_type::cts);
   cts_body b{u->peer_req, u->dev->slab.handle(u), reinterpret_cast<uint64_t>(u->buf), u->size};
-  u->dev->send_control(u->rank, h, &b, sizeof(b));
+  device_impl* via = u->dev;
+  const int peer = u->rank;
+  u->publish(req_kind::rdv_recv);  // last touch: after the clear-to-send, u may complete
+  via->send_control(peer, h, &b, sizeof(b));
   s.error = errorcode_t::posted;
   return s;
 }

@@ -338,11 +338,11 @@ void device_impl::arrive_rts(int rank, const wire_header& h, const rts_body& b) 
     r->user_context = nullptr;
     r->counted = false;
     r->peer_req = b.sreq;
-    r->publish(req_kind::rdv_recv);
     wire_header c{};
     c.version = wire_version;
     c.type = uint8_t(msg_type::cts);
     cts_body cb{b.sreq, slab.handle(r), reinterpret_cast<uint64_t>(buf), b.size};
+    r->publish(req_kind::rdv_recv);  // last touch before the clear-to-send goes out
     send_control(rank, c, &cb, sizeof(cb));
     return;
   }
