@@ -5,18 +5,27 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
+summary=$(mktemp)
+trap 'rm -f "$summary"' EXIT
+run_ctest() {  # build dir, ctest arguments...
+  local dir=$1
+  shift
+  ctest --test-dir "$dir" --output-on-failure -j 2 "$@" | tee -a "$summary"
+}
 echo "== build (warnings are errors)"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWEFT_WERROR=ON >/dev/null
 cmake --build build -j "$jobs"
 echo "== all tests"
-ctest --test-dir build --output-on-failure -j 2
+run_ctest build
 for san in thread address; do
   echo "== resource and threading tests under -fsanitize=$san"
   cmake -S . -B "build-$san" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWEFT_WERROR=ON \
         -DWEFT_SANITIZE=$san >/dev/null
   cmake --build "build-$san" -j "$jobs" --target unit_tests mp_test weftrun
-  ctest --test-dir "build-$san" --output-on-failure -j 2 -L "unit|threads"
+  run_ctest "build-$san" -L "unit|threads"
 done
 echo "== benchmark smoke test: the whole comparison once in quick mode (figures, no thresholds)"
 /usr/bin/python3 bench/run.py --quick --build build --out build/bench-smoke --no-doc
+total=$(sed -n 's/.*tests passed, \([0-9]*\) tests failed out of \([0-9]*\)/\2/p' "$summary" | awk '{s += $1} END {print s}')
 echo "== all test suites passed"
+echo "$total passed, 0 failed"
