@@ -187,6 +187,20 @@ def make_plots(med, out):
         print("matplotlib not installed: no plots")
         return []
     files = []
+
+    def save(fig, ax, name, xlabel, ylabel, title, legend=True):
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        if legend:
+            ax.legend(fontsize=8)
+            ax.grid(alpha=0.3)
+        path = os.path.join(out, name)
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
+        files.append(path)
+        plt.close(fig)
+
     # bandwidth against size
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for system, style in (("weft", "o-"), ("mpich", "s--"), ("openmpi", "^--"), ("limit", "k:")):
@@ -195,16 +209,7 @@ def make_plots(med, out):
         if pts:
             ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label="machine limit (two-process pipeline)" if system == "limit" else system)
     ax.set_xscale("log", base=2)
-    ax.set_xlabel("message size (bytes)")
-    ax.set_ylabel("GB/s")
-    ax.set_title("Send/receive bandwidth, 2 processes, shared memory")
-    ax.legend()
-    ax.grid(alpha=0.3)
-    p = os.path.join(out, "bandwidth.png")
-    fig.tight_layout()
-    fig.savefig(p, dpi=110)
-    files.append(p)
-    plt.close(fig)
+    save(fig, ax, "bandwidth.png", "message size (bytes)", "GB/s", "Send/receive bandwidth, 2 processes, shared memory")
     # latency bars
     fig, ax = plt.subplots(figsize=(7, 4))
     labels, vals = [], []
@@ -219,13 +224,8 @@ def make_plots(med, out):
         labels.append("limit")
         vals.append(lim)
     ax.bar(labels, vals, color=["#2a6" if l.startswith("weft") else "#888" if l == "limit" else "#68c" for l in labels])
-    ax.set_ylabel("one-way latency (us)")
-    ax.set_title("8-byte ping-pong latency, 2 processes")
-    p = os.path.join(out, "latency.png")
-    fig.tight_layout()
-    fig.savefig(p, dpi=110)
-    files.append(p)
-    plt.close(fig)
+    ax.tick_params(axis="x", labelrotation=30)
+    save(fig, ax, "latency.png", "", "one-way latency (us)", "8-byte ping-pong latency, 2 processes", legend=False)
     # message rate against threads
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for system, res, mode, style in (("weft", "dedicated", "loopback", "o-"), ("weft", "shared", "loopback", "o:"),
@@ -242,16 +242,7 @@ def make_plots(med, out):
         if pts:
             ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label="%s %s (%s)" % (system, mode, res))
     ax.set_xticks([1, 2])
-    ax.set_xlabel("threads per process")
-    ax.set_ylabel("8-byte message rate (M/s)")
-    ax.set_title("Message rate against threads")
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
-    p = os.path.join(out, "rate_threads.png")
-    fig.tight_layout()
-    fig.savefig(p, dpi=110)
-    files.append(p)
-    plt.close(fig)
+    save(fig, ax, "rate_threads.png", "threads per process", "8-byte message rate (M/s)", "Message rate against threads")
     # resource throughput against threads
     fig, ax = plt.subplots(figsize=(7, 4.5))
     names = sorted({k[4] for k in med if k[5] == "resource"})
@@ -260,16 +251,10 @@ def make_plots(med, out):
         base = pts[0][1] if pts else 1
         ax.plot([p[0] for p in pts], [p[1] / base for p in pts], "o-" if name != "cpu_only" else "k:", label=name)
     if names:
-        ax.set_xlabel("threads")
-        ax.set_ylabel("throughput relative to one thread")
-        ax.set_title("Resource throughput against threads (cpu_only: the machine's own scaling)")
-        ax.legend(fontsize=8)
-        ax.grid(alpha=0.3)
-        p = os.path.join(out, "resources.png")
-        fig.tight_layout()
-        fig.savefig(p, dpi=110)
-        files.append(p)
-    plt.close(fig)
+        save(fig, ax, "resources.png", "threads", "throughput relative to one thread",
+             "Resource throughput against threads (cpu_only: the machine's own scaling)")
+    else:
+        plt.close(fig)
     return files
 
 

@@ -400,9 +400,17 @@ void device_impl::finish_request(request* q, errorcode_t code) {
 void device_impl::on_get_done(void*) {}
 
 void device_impl::check_peers() {
+  bool drained = false;
   for (int r = 0; r < rt.size(); ++r) {
     if (r == rt.rank() || peer_dead(r)) continue;
-    if (!net->peer_alive(r)) fail_peer(r);
+    if (net->peer_alive(r)) continue;
+    // What the peer sent before it died is still in our queue: deliver it first, so only
+    // operations that can no longer complete fail. Bounded, since transfers from the dead
+    // peer count as activity but never finish.
+    for (int i = 0; !drained && i < 64 && net->poll(*this, 1024) > 0; ++i) {
+    }
+    drained = true;
+    if (!peer_dead(r)) fail_peer(r);
   }
 }
 

@@ -268,9 +268,18 @@ int scenario_threads(bool dedicated) {
               .device(dev)();
       if (s.error.is_done()) weft::comp_signal(rsync, s);  // matched a send that came first
     }
+    int am_got = 0;
+    auto drain_am = [&] {  // check and free every active message that has arrived
+      for (weft::status_t a = weft::cq_pop(cqs[size_t(t)]); a.error.is_done();
+           a = weft::cq_pop(cqs[size_t(t)])) {
+        if (verify(a.buf, a.size, size_t(t * 7) + a.tag) != SIZE_MAX || a.rank != from)
+          errors.fetch_add(1);
+        std::free(a.buf);
+        ++am_got;
+      }
+    };
     std::vector<std::vector<char>> sbufs(static_cast<size_t>(msgs));
     int sends_pending = 0;
-    int am_got = 0;
     for (int i = 0; i < msgs; ++i) {
       size_t sz = size_t(i % 5 == 0 ? 12000 : 8 + i % 200);
       if (i >= msgs / 4) sz = size_t(8 + i % 64);
@@ -288,25 +297,12 @@ int scenario_threads(bool dedicated) {
           },
           dev);
       if (s.error.is_posted()) ++sends_pending;
-      // drain incoming active messages as we go
-      for (weft::status_t a = weft::cq_pop(cqs[size_t(t)]); a.error.is_done();
-           a = weft::cq_pop(cqs[size_t(t)])) {
-        if (verify(a.buf, a.size, size_t(t * 7) + a.tag) != SIZE_MAX || a.rank != from)
-          errors.fetch_add(1);
-        std::free(a.buf);
-        ++am_got;
-      }
+      drain_am();  // take incoming active messages as we go
     }
     deadline d(40);
     while (am_got < msgs - msgs / 4 || sends_pending > 0 || !weft::sync_test(rsync, nullptr)) {
       weft::progress_x().device(dev)();
-      for (weft::status_t a = weft::cq_pop(cqs[size_t(t)]); a.error.is_done();
-           a = weft::cq_pop(cqs[size_t(t)])) {
-        if (verify(a.buf, a.size, size_t(t * 7) + a.tag) != SIZE_MAX || a.rank != from)
-          errors.fetch_add(1);
-        std::free(a.buf);
-        ++am_got;
-      }
+      drain_am();
       for (weft::status_t a = weft::cq_pop(scq); a.error.is_done(); a = weft::cq_pop(scq))
         --sends_pending;
       if (std::chrono::steady_clock::now() > d.end) {
