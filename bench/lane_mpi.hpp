@@ -84,7 +84,7 @@ class mpi_lane {
     for (;;) {
       MPI_Test(&am_reqs_[size_t(head_)], &flag, MPI_STATUS_IGNORE);
       if (flag) break;
-      idle_.failed();
+      if (idle_.failed()) std::this_thread::yield();
     }
     repost(head_);
     head_ = (head_ + 1) % am_depth;
@@ -106,7 +106,7 @@ class mpi_lane {
     while (!reqs.empty()) {
       MPI_Testall(int(reqs.size()), reqs.data(), &flag, MPI_STATUSES_IGNORE);
       if (flag) break;
-      idle_.failed();
+      if (idle_.failed()) std::this_thread::yield();
     }
     reqs.clear();
   }

@@ -71,8 +71,7 @@ class weft_lane {
                .device(dev_)
                .tag(weft::tag_t(lane_))()
                .error.is_retry()) {
-      weft::progress_x().device(dev_)();
-      idle_.failed();
+      idle();
     }
   }
 
@@ -85,8 +84,7 @@ class weft_lane {
           w_.mailbox[s.tag].fetch_add(1, std::memory_order_release);
           std::free(s.buf);
         } else {
-          weft::progress_x().device(dev_)();
-          idle_.failed();
+          idle();
         }
       }
       ++consumed_;
@@ -98,8 +96,7 @@ class weft_lane {
         std::free(s.buf);
         return;
       }
-      weft::progress_x().device(dev_)();
-      idle_.failed();
+      idle();
     }
   }
 
@@ -121,21 +118,22 @@ class weft_lane {
       if (s.error.is_done()) {
         --outstanding_;
       } else {
-        weft::progress_x().device(dev_)();
-        idle_.failed();
+        idle();
       }
     }
   }
 
  private:
+  // One fruitless poll: progress, and on an oversubscribed host sleep in it now and then.
+  void idle() { weft::progress_x().device(dev_).block_us(idle_.failed() ? 1000 : 0)(); }
+
   template <typename Post>
   void post(Post&& p) {
     for (;;) {
       weft::status_t s = p();
       if (s.error.is_posted()) ++outstanding_;
       if (!s.error.is_retry()) return;
-      weft::progress_x().device(dev_)();
-      idle_.failed();
+      idle();
     }
   }
 

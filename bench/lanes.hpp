@@ -32,17 +32,20 @@ inline constexpr int ack_tag = 1 << 20;
 inline bool g_oversubscribed = false;
 
 // Every lane's waiting loops call this after each fruitless poll. When the host is
-// oversubscribed, a run of failures makes the thread yield, so such runs measure the
-// library rather than the scheduler's patience with spinning threads; otherwise it does
-// nothing (a yield costs microseconds in this VM and would dominate a ping-pong). The same
-// policy for every library.
+// oversubscribed, a run of 16 failures makes the thread stop spinning for a moment, each
+// library in its own best way, so such runs measure the library rather than the
+// scheduler's patience with spinning threads; otherwise it does nothing (a yield costs
+// microseconds in this VM and would dominate a ping-pong).
 class backoff {
  public:
-  void failed() {
+  // True when the thread should stop spinning for a moment (the lane decides how: MPI
+  // lanes yield, Weft lanes sleep in progress until a message arrives).
+  bool failed() {
     if (g_oversubscribed && ++misses_ >= 16) {
       misses_ = 0;
-      std::this_thread::yield();
+      return true;
     }
+    return false;
   }
   void reset() { misses_ = 0; }
 

@@ -351,6 +351,7 @@ namespace detail {
 struct progress_args {
   runtime_t runtime;
   device_t device;
+  uint32_t block_us = 0;  // progress: when idle, sleep up to this long for a message
   comp_t comp;  // barrier: signalled when the barrier completes (non-blocking form)
 };
 WEFT_API error_t progress_impl(const progress_args& a);
@@ -365,6 +366,10 @@ class progress_x {
  public:
   WEFT_OFF_ARG(runtime_t, runtime)
   WEFT_OFF_ARG(device_t, device)
+  // When this call finds nothing to do, sleep (in the kernel) until a message arrives for
+  // the device or `block_us` microseconds pass, then progress once more. For threads that
+  // would otherwise spin on an oversubscribed host. 0 (default): never sleep.
+  WEFT_OFF_ARG(uint32_t, block_us)
   error_t operator()() const { return detail::progress_impl(a_); }
   error_t call() const { return (*this)(); }
 };

@@ -303,7 +303,13 @@ static device_impl* resolve_device(const progress_args& a, const char* call) {
 }
 
 error_t progress_impl(const progress_args& a) {
-  return resolve_device(a, "progress")->progress();
+  device_impl* d = resolve_device(a, "progress");
+  error_t e = d->progress();
+  if (e.is_retry() && a.block_us && d->backlog.empty()) {
+    d->net->wait_for_message(a.block_us);
+    e = d->progress();
+  }
+  return e;
 }
 
 status_t barrier_impl(const progress_args& a) {

@@ -70,6 +70,10 @@ class device {
   // Returns the number of events and transfer steps performed.
   virtual size_t poll(sink& s, size_t max) = 0;
 
+  // Sleeps until a message may have arrived for this device or `timeout_us` passed.
+  // Returns at once if one is already queued. Wakes may be spurious.
+  virtual void wait_for_message(uint32_t timeout_us) = 0;
+
   // False once the peer process is known to be gone.
   virtual bool peer_alive(int rank) = 0;
   // Drops every transfer in flight with a dead peer; when it returns, no thread touches

@@ -1,12 +1,14 @@
 // The API in one process without a launcher: rank 0 of 1, sending to itself.
 #include <gtest/gtest.h>
 
-#include "core/device.hpp"
-
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 #include <type_traits>
 #include <vector>
 #include <weft/weft.hpp>
+
+#include "core/device.hpp"
 
 static_assert(std::is_trivially_copyable_v<weft::device_t>);
 static_assert(std::is_trivially_copyable_v<weft::comp_t>);
@@ -232,7 +234,8 @@ TEST_F(Api, MalformedMessageIsFatalWhenAsked) {
     FAIL() << "no exception";
   } catch (const weft::fatal_error& e) {
     EXPECT_EQ(e.call(), "progress");
-    EXPECT_NE(std::string(e.what()).find("from rank 0: truncated message of 3 bytes"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("from rank 0: truncated message of 3 bytes"),
+              std::string::npos)
         << e.what();
   }
   // Traffic after it is undisturbed.
@@ -249,4 +252,35 @@ TEST_F(Api, MalformedMessageIsFatalWhenAsked) {
   std::free(r.buf);
   weft::free_comp(&cq);
   weft::free_runtime(&rt);
+}
+
+TEST_F(Api, BlockingProgressSleepsUntilAMessageArrives) {
+  using clk = std::chrono::steady_clock;
+  weft::comp_t cq = weft::alloc_cq();
+  weft::rcomp_t rc = weft::register_rcomp(cq);
+  // Nothing arrives: the call sleeps about the time asked for, then reports no progress.
+  auto t0 = clk::now();
+  EXPECT_TRUE(weft::progress_x().block_us(50000)().is_retry());
+  double idle = std::chrono::duration<double>(clk::now() - t0).count();
+  EXPECT_GE(idle, 0.04);
+  EXPECT_LT(idle, 2.0);
+  // A message from another thread wakes the sleeper long before its 5 s timeout.
+  int v = 11;
+  std::thread sender([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    weft::post_am(0, &v, sizeof(v), weft::comp_t{}, rc);
+  });
+  t0 = clk::now();
+  weft::status_t r;
+  do {
+    weft::progress_x().block_us(5000000)();
+    r = weft::cq_pop(cq);
+  } while (r.error.is_retry() && clk::now() - t0 < std::chrono::seconds(10));
+  double woke = std::chrono::duration<double>(clk::now() - t0).count();
+  sender.join();
+  ASSERT_TRUE(r.error.is_done());
+  EXPECT_EQ(*static_cast<int*>(r.buf), 11);
+  EXPECT_LT(woke, 2.0);
+  std::free(r.buf);
+  weft::free_comp(&cq);
 }

@@ -11,7 +11,7 @@
 namespace weft::net::shm {
 
 inline constexpr uint32_t segment_magic = 0x57454654;  // "WEFT"
-inline constexpr uint32_t layout_version = 1;
+inline constexpr uint32_t layout_version = 2;
 
 struct alignas(util::cache_line) segment_header {
   uint32_t magic;
@@ -56,6 +56,10 @@ struct put_done_msg {
 
 struct alignas(util::cache_line) ring_index {
   std::atomic<uint64_t> value;
+  // Tail only: consumers asleep in wait_for_message, and the futex word they sleep on.
+  // In the tail's line, which a producer's compare-and-swap owns anyway.
+  std::atomic<uint32_t> sleepers;
+  std::atomic<uint32_t> doorbell;
 };
 
 // A channel streams one put at a time in chunk-sized slots (single producer: the owner;

@@ -1,12 +1,15 @@
 #include "net/shm/shm_backend.hpp"
 
+#include <linux/futex.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <climits>
 #include <cstring>
 
 #include "bootstrap/bootstrap.hpp"
@@ -146,7 +149,10 @@ shm_device::shm_device(shm_context& ctx, int index, const device_config& cfg)
   h->nslots = geo_.nslots;
   own_head_ = new (own_base_ + geo_.head_offset()) ring_index{};
   own_head_->value.store(0);
-  new (own_base_ + geo_.tail_offset()) ring_index{};
+  own_tail_ = new (own_base_ + geo_.tail_offset()) ring_index{};
+  own_tail_->value.store(0);
+  own_tail_->sleepers.store(0);
+  own_tail_->doorbell.store(0);
   own_cells_ = own_base_ + geo_.cells_offset();
   for (size_t i = 0; i < geo_.ncells; ++i) {
     auto* c = new (own_cells_ + i * geo_.cell_size) cell_header{};
@@ -229,7 +235,8 @@ bool shm_device::enqueue(int rank, uint8_t kind, const void* a, size_t alen, con
     uint64_t seq = c->seq.load(std::memory_order_acquire);
     int64_t dif = int64_t(seq - pos);
     if (dif == 0) {
-      if (p.tail->value.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) {
+      if (p.tail->value.compare_exchange_weak(pos, pos + 1, std::memory_order_seq_cst,
+                                              std::memory_order_relaxed)) {
         c->len = uint32_t(alen + blen);
         c->src = uint16_t(ctx_.boot().rank());
         c->kind = kind;
@@ -237,6 +244,13 @@ bool shm_device::enqueue(int rank, uint8_t kind, const void* a, size_t alen, con
         if (alen) memcpy(data, a, alen);
         if (blen) memcpy(data + alen, b, blen);
         c->seq.store(pos + 1, std::memory_order_release);
+        // The claim above was a sequentially consistent read-modify-write of the tail, and
+        // a sleeper increments `sleepers` before it rereads the tail: either it sees this
+        // claim or this load sees it. The syscall happens only when someone sleeps.
+        if (p.tail->sleepers.load(std::memory_order_seq_cst)) {
+          p.tail->doorbell.fetch_add(1, std::memory_order_seq_cst);
+          syscall(SYS_futex, &p.tail->doorbell, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+        }
         return true;
       }
     } else if (dif < 0) {
@@ -413,6 +427,19 @@ size_t shm_device::poll(sink& s, size_t max) {
     return true;
   });
   return n;
+}
+
+void shm_device::wait_for_message(uint32_t timeout_us) {
+  if (!outgoing_.empty() || !incoming_.empty() || !events_.empty()) return;  // work in hand
+  const uint32_t bell = own_tail_->doorbell.load(std::memory_order_seq_cst);
+  own_tail_->sleepers.fetch_add(1, std::memory_order_seq_cst);
+  // Anything claimed in the ring (published or not yet) means: do not sleep.
+  if (own_tail_->value.load(std::memory_order_seq_cst) ==
+      own_head_->value.load(std::memory_order_seq_cst)) {
+    timespec ts{time_t(timeout_us / 1000000), long(timeout_us % 1000000) * 1000};
+    syscall(SYS_futex, &own_tail_->doorbell, FUTEX_WAIT, bell, &ts, nullptr, 0);
+  }
+  own_tail_->sleepers.fetch_sub(1, std::memory_order_seq_cst);
 }
 
 void shm_device::forget_peer(int rank) {

@@ -43,6 +43,7 @@ class shm_device final : public device {
   size_t poll(sink& s, size_t max) override;
   bool peer_alive(int rank) override;
   void forget_peer(int rank) override;
+  void wait_for_message(uint32_t timeout_us) override;
 
  private:
   struct peer {
@@ -91,6 +92,7 @@ class shm_device final : public device {
   char* own_base_ = nullptr;
   ring_index* own_head_ = nullptr;
   char* own_cells_ = nullptr;
+  ring_index* own_tail_ = nullptr;
   std::vector<std::unique_ptr<peer>> peers_;  // by rank; ours points at own_
   work_list<outgoing_put> outgoing_;
   work_list<incoming_put> incoming_;
