@@ -47,7 +47,6 @@ class backoff {
     }
     return false;
   }
-  void reset() { misses_ = 0; }
 
  private:
   int misses_ = 0;

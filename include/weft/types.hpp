@@ -35,7 +35,6 @@ enum class errorcode_t : int {
   retry_lock,       // a try-lock on a shared resource failed
   retry_nopacket,   // the packet pool is empty
   retry_nomem,      // the peer's receive queue or a request table is full
-  retry_backlog,    // the backlog queue is not empty; newer work must queue behind it
   cancelled = 48,   // a posted receive was cancelled before it matched
   error = 64,       // generic failure delivered to a completion object
   error_truncated,  // the message was larger than the posted receive buffer

@@ -31,7 +31,6 @@ const char* get_errorcode_str(errorcode_t code) {
     case errorcode_t::retry_lock: return "retry (a try-lock failed)";
     case errorcode_t::retry_nopacket: return "retry (no packet)";
     case errorcode_t::retry_nomem: return "retry (peer queue or request table full)";
-    case errorcode_t::retry_backlog: return "retry (backlog not empty)";
     case errorcode_t::cancelled: return "cancelled";
     case errorcode_t::error: return "error";
     case errorcode_t::error_truncated: return "error: message larger than the receive buffer";
