@@ -44,7 +44,11 @@ runtime_impl* resolve_runtime(runtime_t rt, const char* call) {
 }
 
 runtime_impl::runtime_impl(const runtime_args& a, bool global)
-    : id(g_next_runtime_id.fetch_add(1)), is_global(global), rcomps_(16), engines_(8) {
+    : id(g_next_runtime_id.fetch_add(1)),
+      is_global(global),
+      rcomps_(16),
+      engines_(8),
+      pool_index_(4) {
   boot = bootstrap::acquire();
   util::set_log_rank(boot->rank());
   attr.packet_size = pick(a.packet_size, "WEFT_PACKET_SIZE", 8192);
@@ -167,6 +171,7 @@ packet_pool_impl* runtime_impl::alloc_pool(size_t packet_size, size_t npackets) 
   auto* p = new packet_pool_impl(packet_size, npackets);
   std::lock_guard<std::mutex> g(lock_);
   pools_.push_back(p);
+  pool_index_.push_back(p);
   return p;
 }
 
@@ -180,13 +185,14 @@ void runtime_impl::free_pool(packet_pool_impl* p) {
     util::fail("free_packet_pool", "packet_pool", util::to_hex(p),
                std::to_string(p->npackets() - p->available()) + " packets are still in use");
   pools_.erase(std::find(pools_.begin(), pools_.end(), p));
+  for (size_t i = 0; i < pool_index_.size(); ++i)
+    if (pool_index_.get(i) == p) pool_index_.put(i, nullptr);
   delete p;
 }
 
-packet_pool_impl* runtime_impl::pool_owning(const void* ptr) {
-  std::lock_guard<std::mutex> g(lock_);
-  for (auto* p : pools_)
-    if (p->owns(ptr)) return p;
+packet_pool_impl* runtime_impl::pool_owning(const void* ptr) const {
+  for (size_t i = 0; i < pool_index_.size(); ++i)
+    if (packet_pool_impl* p = pool_index_.get(i); p && p->owns(ptr)) return p;
   return nullptr;
 }
 

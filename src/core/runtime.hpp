@@ -61,7 +61,8 @@ class runtime_impl {
   size_t rcomp_count() const { return rcomps_.size(); }
   matching_engine_impl* engine(uint32_t id) const { return engines_.get(id); }
   uint32_t engine_count() const { return uint32_t(engines_.size()); }
-  packet_pool_impl* pool_owning(const void* p);
+  // Lock-free: put_upacket and packet sends call it on their critical path.
+  packet_pool_impl* pool_owning(const void* p) const;
   // Completion objects still registered, so free_comp can deregister them.
   void forget_comp(comp_impl* c);
 
@@ -87,6 +88,7 @@ class runtime_impl {
   std::vector<packet_pool_impl*> pools_;
   util::mpmc_array<rcomp_entry*> rcomps_;
   util::mpmc_array<matching_engine_impl*> engines_;
+  util::mpmc_array<packet_pool_impl*> pool_index_;  // pools_, read without the lock
   std::vector<std::unique_ptr<rcomp_entry>> rcomp_storage_;
 };
 
