@@ -4,10 +4,13 @@
 
 namespace weft::util {
 
-size_t thread_index() {
+thread_local thread_slot this_thread_slot __attribute__((tls_model("initial-exec"))) = {0, 0};
+
+size_t assign_thread_index() {
   static std::atomic<size_t> next{0};
-  thread_local size_t mine = next.fetch_add(1, std::memory_order_relaxed);
-  return mine;
+  size_t i = next.fetch_add(1, std::memory_order_relaxed);
+  this_thread_slot.index_plus_one = i + 1;
+  return i;
 }
 
 }  // namespace weft::util

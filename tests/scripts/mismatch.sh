@@ -18,3 +18,10 @@ pass "half-set launcher environment refused"
 WEFT_BOOTSTRAP=pmi9 "$mp" matrix >"$out" 2>&1 && fail "unknown bootstrap accepted"
 grep -q "WEFT_BOOTSTRAP = pmi9" "$out" || { cat "$out"; fail "unknown bootstrap message"; }
 pass "unknown bootstrap refused"
+"$weftrun" -n 2 --timeout 30 sh -c 'if [ "$WEFT_RANK" = 1 ]; then export WEFT_SHM_LANES=2; fi; exec "$0" matrix' "$mp" >"$out" 2>&1; rc=$?
+[ $rc -ne 0 ] || fail "an inbox-lanes mismatch was not detected"
+grep -q "in 2 lanes.*in 4 lanes\|in 4 lanes.*in 2 lanes" "$out" || { cat "$out"; fail "lanes mismatch message"; }
+pass "inbox-lanes mismatch refused"
+WEFT_SHM_LANES=0 "$mp" matrix >"$out" 2>&1 && fail "WEFT_SHM_LANES=0 accepted"
+grep -q "WEFT_SHM_LANES = 0.*must be 1..64" "$out" || { cat "$out"; fail "WEFT_SHM_LANES=0 message"; }
+pass "WEFT_SHM_LANES=0 refused"

@@ -1,5 +1,8 @@
 // Layout of one device's segment. Other local ranks write into its inbox; its own put
-// channels are written by this rank and drained by the targets.
+// channels are written by this rank and drained by the targets. The inbox is split into
+// lanes, each a ring of its own: a sending thread uses the lane of its thread index and a
+// polling thread starts at its own, so threads sharing one device mostly touch different
+// lines instead of all taking turns at one head and one tail.
 #pragma once
 
 #include <atomic>
@@ -11,7 +14,7 @@
 namespace weft::net::shm {
 
 inline constexpr uint32_t segment_magic = 0x57454654;  // "WEFT"
-inline constexpr uint32_t layout_version = 2;
+inline constexpr uint32_t layout_version = 3;
 
 struct alignas(util::cache_line) segment_header {
   uint32_t magic;
@@ -23,6 +26,7 @@ struct alignas(util::cache_line) segment_header {
   uint64_t nchannels;
   uint64_t chunk_size;
   uint64_t nslots;
+  uint64_t nlanes;
   std::atomic<uint32_t> attached;  // peers that mapped this segment
 };
 
@@ -56,10 +60,14 @@ struct put_done_msg {
 
 struct alignas(util::cache_line) ring_index {
   std::atomic<uint64_t> value;
-  // Tail only: consumers asleep in wait_for_message, and the futex word they sleep on.
-  // In the tail's line, which a producer's compare-and-swap owns anyway.
-  std::atomic<uint32_t> sleepers;
-  std::atomic<uint32_t> doorbell;
+};
+
+// The futex word consumers sleep on in wait_for_message: 1 while someone may be asleep.
+// Producers read it after every claim; it is written only when someone goes to sleep and by
+// the one producer that wakes them, so it stays shared in every producer's cache and a
+// burst of messages costs one wake-up system call, not one per message.
+struct alignas(util::cache_line) bell {
+  std::atomic<uint32_t> armed;
 };
 
 // A channel streams one put at a time in chunk-sized slots (single producer: the owner;
@@ -71,13 +79,17 @@ struct alignas(util::cache_line) channel_header {
 };
 
 struct geometry {
-  size_t cell_size, ncells, nchannels, chunk_size, nslots;
+  size_t cell_size, ncells, nchannels, chunk_size, nslots, nlanes;
 
   static size_t align(size_t n, size_t a) { return (n + a - 1) / a * a; }
-  size_t head_offset() const { return align(sizeof(segment_header), 4096); }
-  size_t tail_offset() const { return head_offset() + sizeof(ring_index); }
-  size_t cells_offset() const { return align(tail_offset() + sizeof(ring_index), 4096); }
-  size_t channels_offset() const { return align(cells_offset() + cell_size * ncells, 4096); }
+  size_t bell_offset() const { return align(sizeof(segment_header), util::cache_line); }
+  size_t lanes_offset() const { return align(bell_offset() + sizeof(bell), 4096); }
+  // A lane: head, tail (each its own line), then the cells on a page boundary.
+  size_t lane_stride() const { return 4096 + align(cell_size * ncells, 4096); }
+  size_t head_offset(size_t lane) const { return lanes_offset() + lane_stride() * lane; }
+  size_t tail_offset(size_t lane) const { return head_offset(lane) + sizeof(ring_index); }
+  size_t cells_offset(size_t lane) const { return head_offset(lane) + 4096; }
+  size_t channels_offset() const { return lanes_offset() + lane_stride() * nlanes; }
   size_t channel_stride() const {
     return align(sizeof(channel_header), 4096) + chunk_size * nslots;
   }

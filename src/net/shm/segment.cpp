@@ -45,14 +45,17 @@ void segment::create(const std::string& name, size_t size) {
   }
 }
 
-void segment::attach(const std::string& name, size_t size) {
+void segment::attach(const std::string& name, size_t min_size) {
   int fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0600);
   if (fd < 0) util::fail("shm_open (attach)", "name", name, strerror(errno));
   struct stat st {};
-  if (fstat(fd, &st) != 0 || size_t(st.st_size) < size) {
+  if (fstat(fd, &st) != 0 || size_t(st.st_size) < min_size) {
     close(fd);
-    util::fail("shm segment attach", "name", name, "segment is smaller than expected");
+    util::fail("shm segment attach", "name", name,
+               "segment of " + std::to_string(st.st_size) + " bytes, expected at least " +
+                   std::to_string(min_size));
   }
+  size_t size = size_t(st.st_size);
   size_ = size;
   base_ = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   int e = errno;

@@ -16,7 +16,8 @@ class segment {
   segment& operator=(const segment&) = delete;
 
   void create(const std::string& name, size_t size);  // name empty: anonymous
-  void attach(const std::string& name, size_t size);
+  // Maps the whole of an existing segment, which must hold at least min_size bytes.
+  void attach(const std::string& name, size_t min_size);
   void unlink();
   void* base() const { return base_; }
   size_t size() const { return size_; }

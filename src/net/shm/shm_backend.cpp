@@ -18,6 +18,7 @@
 #include "util/fail.hpp"
 #include "util/log.hpp"
 #include "util/mpmc_queue.hpp"
+#include "util/thread_index.hpp"
 
 namespace weft::net::shm {
 namespace {
@@ -42,11 +43,14 @@ settings read_settings() {
   s.nchannels = util::env_size("WEFT_SHM_CHANNELS", 4);
   s.chunk_size = util::env_size("WEFT_SHM_CHUNK", 64 * 1024);
   s.nslots = util::env_size("WEFT_SHM_SLOTS", 8);
+  s.nlanes = util::env_size("WEFT_SHM_LANES", 4);
   if (s.nchannels < 1 || s.nchannels > 1024)
     util::fail("shm backend", "WEFT_SHM_CHANNELS", std::to_string(s.nchannels), "must be 1..1024");
   if (s.chunk_size < 4096 || s.chunk_size % 64)
     util::fail("shm backend", "WEFT_SHM_CHUNK", std::to_string(s.chunk_size),
                "must be a multiple of 64 and at least 4096");
+  if (s.nlanes < 1 || s.nlanes > 64)
+    util::fail("shm backend", "WEFT_SHM_LANES", std::to_string(s.nlanes), "must be 1..64");
   if (s.nslots < 2 || s.nslots > 4096)
     util::fail("shm backend", "WEFT_SHM_SLOTS", std::to_string(s.nslots), "must be 2..4096");
   return s;
@@ -96,7 +100,8 @@ std::string shm_context::describe() const {
   s += settings_.mode == put_mode::cma ? "cross-memory attach" : "pipelined copy";
   s += " (channels " + std::to_string(settings_.nchannels) + ", chunk " +
        std::to_string(settings_.chunk_size) + " B x " + std::to_string(settings_.nslots) +
-       " slots); cross-memory attach " + (cma_ok_ ? "permitted" : "not permitted");
+       " slots); " + std::to_string(settings_.nlanes) + " inbox lanes; cross-memory attach " +
+       (cma_ok_ ? "permitted" : "not permitted");
   return s;
 }
 
@@ -126,6 +131,7 @@ shm_device::shm_device(shm_context& ctx, int index, const device_config& cfg)
   geo_.nchannels = st.nchannels;
   geo_.chunk_size = st.chunk_size;
   geo_.nslots = st.nslots;
+  geo_.nlanes = st.nlanes;
   mask_ = geo_.ncells - 1;
 
   auto& b = ctx.boot();
@@ -147,16 +153,21 @@ shm_device::shm_device(shm_context& ctx, int index, const device_config& cfg)
   h->nchannels = geo_.nchannels;
   h->chunk_size = geo_.chunk_size;
   h->nslots = geo_.nslots;
-  own_head_ = new (own_base_ + geo_.head_offset()) ring_index{};
-  own_head_->value.store(0);
-  own_tail_ = new (own_base_ + geo_.tail_offset()) ring_index{};
-  own_tail_->value.store(0);
-  own_tail_->sleepers.store(0);
-  own_tail_->doorbell.store(0);
-  own_cells_ = own_base_ + geo_.cells_offset();
-  for (size_t i = 0; i < geo_.ncells; ++i) {
-    auto* c = new (own_cells_ + i * geo_.cell_size) cell_header{};
-    c->seq.store(i, std::memory_order_relaxed);
+  h->nlanes = geo_.nlanes;
+  own_bell_ = new (own_base_ + geo_.bell_offset()) bell{};
+  own_bell_->armed.store(0);
+  own_lanes_.resize(geo_.nlanes);
+  for (size_t l = 0; l < geo_.nlanes; ++l) {
+    lane& ln = own_lanes_[l];
+    ln.head = new (own_base_ + geo_.head_offset(l)) ring_index{};
+    ln.head->value.store(0);
+    ln.tail = new (own_base_ + geo_.tail_offset(l)) ring_index{};
+    ln.tail->value.store(0);
+    ln.cells = own_base_ + geo_.cells_offset(l);
+    for (size_t i = 0; i < geo_.ncells; ++i) {
+      auto* c = new (ln.cells + i * geo_.cell_size) cell_header{};
+      c->seq.store(i, std::memory_order_relaxed);
+    }
   }
   for (uint32_t c = 0; c < geo_.nchannels; ++c) {
     auto* ch = new (channel_of(own_base_, c)) channel_header{};
@@ -174,25 +185,44 @@ shm_device::shm_device(shm_context& ctx, int index, const device_config& cfg)
     if (r == me) {
       p->base = own_base_;
     } else {
-      p->seg.attach(b.get(key("seg", ctx.context_id(), index, r)), geo_.total());
+      // Map whatever the peer created, check its header, and only then rely on its size:
+      // a peer with other settings gets a message naming them, not a bus error.
+      p->seg.attach(b.get(key("seg", ctx.context_id(), index, r)), sizeof(segment_header));
       p->base = static_cast<char*>(p->seg.base());
       auto* ph = reinterpret_cast<segment_header*>(p->base);
       if (ph->magic != segment_magic || ph->layout != layout_version || ph->rank != uint32_t(r))
         util::fail("alloc_device (shm)", "peer segment of rank " + std::to_string(r),
                    std::to_string(ph->layout),
                    "not a Weft shm segment of layout version " + std::to_string(layout_version));
+      auto describe = [](int rank, uint64_t cell, uint64_t cells, uint64_t lanes, uint64_t chans,
+                         uint64_t chunk, uint64_t slots) {
+        return "rank " + std::to_string(rank) + " has " + std::to_string(cells) + " cells of " +
+               std::to_string(cell) + " B in " + std::to_string(lanes) + " lanes, " +
+               std::to_string(chans) + " channels of " + std::to_string(slots) + " x " +
+               std::to_string(chunk) + " B";
+      };
       if (ph->cell_size != geo_.cell_size || ph->ncells != geo_.ncells ||
           ph->chunk_size != geo_.chunk_size || ph->nslots != geo_.nslots ||
-          ph->nchannels != geo_.nchannels)
+          ph->nchannels != geo_.nchannels || ph->nlanes != geo_.nlanes)
         util::fail("alloc_device (shm)", "device geometry",
-                   "rank " + std::to_string(me) + ": cell " + std::to_string(geo_.cell_size) +
-                       " x " + std::to_string(geo_.ncells) + ", rank " + std::to_string(r) +
-                       ": cell " + std::to_string(ph->cell_size) + " x " +
-                       std::to_string(ph->ncells),
-                   "devices of the same index must be allocated with the same settings");
+                   describe(me, geo_.cell_size, geo_.ncells, geo_.nlanes, geo_.nchannels,
+                            geo_.chunk_size, geo_.nslots) +
+                       "; " +
+                       describe(r, ph->cell_size, ph->ncells, ph->nlanes, ph->nchannels,
+                                ph->chunk_size, ph->nslots),
+                   "devices of the same index must be allocated with the same settings "
+                   "(WEFT_PACKET_SIZE, WEFT_INBOX_DEPTH, WEFT_SHM_*)");
+      if (p->seg.size() < geo_.total())
+        util::fail("alloc_device (shm)", "peer segment of rank " + std::to_string(r),
+                   std::to_string(p->seg.size()) + " bytes",
+                   "smaller than its header says (" + std::to_string(geo_.total()) + ")");
     }
-    p->tail = reinterpret_cast<ring_index*>(p->base + geo_.tail_offset());
-    p->cells = p->base + geo_.cells_offset();
+    p->bell_ = reinterpret_cast<bell*>(p->base + geo_.bell_offset());
+    p->lanes.resize(geo_.nlanes);
+    for (size_t l = 0; l < geo_.nlanes; ++l) {
+      p->lanes[l].tail = reinterpret_cast<ring_index*>(p->base + geo_.tail_offset(l));
+      p->lanes[l].cells = p->base + geo_.cells_offset(l);
+    }
     p->pid = ctx.pid_of(r);
     if (r != me)
       reinterpret_cast<segment_header*>(p->base)->attached.fetch_add(1, std::memory_order_acq_rel);
@@ -229,14 +259,16 @@ char* shm_device::slots_of(char* base, uint32_t c) const {
 bool shm_device::enqueue(int rank, uint8_t kind, const void* a, size_t alen, const void* b,
                          size_t blen) {
   peer& p = *peers_[size_t(rank)];
-  uint64_t pos = p.tail->value.load(std::memory_order_relaxed);
+  // One thread's messages to one peer share a lane, so they stay in order.
+  const lane& ln = p.lanes[util::thread_index() % geo_.nlanes];
+  uint64_t pos = ln.tail->value.load(std::memory_order_relaxed);
   for (;;) {
-    auto* c = reinterpret_cast<cell_header*>(p.cells + (pos & mask_) * geo_.cell_size);
+    auto* c = reinterpret_cast<cell_header*>(ln.cells + (pos & mask_) * geo_.cell_size);
     uint64_t seq = c->seq.load(std::memory_order_acquire);
     int64_t dif = int64_t(seq - pos);
     if (dif == 0) {
-      if (p.tail->value.compare_exchange_weak(pos, pos + 1, std::memory_order_seq_cst,
-                                              std::memory_order_relaxed)) {
+      if (ln.tail->value.compare_exchange_weak(pos, pos + 1, std::memory_order_seq_cst,
+                                               std::memory_order_relaxed)) {
         c->len = uint32_t(alen + blen);
         c->src = uint16_t(ctx_.boot().rank());
         c->kind = kind;
@@ -245,18 +277,17 @@ bool shm_device::enqueue(int rank, uint8_t kind, const void* a, size_t alen, con
         if (blen) memcpy(data + alen, b, blen);
         c->seq.store(pos + 1, std::memory_order_release);
         // The claim above was a sequentially consistent read-modify-write of the tail, and
-        // a sleeper increments `sleepers` before it rereads the tail: either it sees this
-        // claim or this load sees it. The syscall happens only when someone sleeps.
-        if (p.tail->sleepers.load(std::memory_order_seq_cst)) {
-          p.tail->doorbell.fetch_add(1, std::memory_order_seq_cst);
-          syscall(SYS_futex, &p.tail->doorbell, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
-        }
+        // a sleeper arms the bell before it rereads every tail: either it sees this claim
+        // or this load sees the bell armed. Only the producer that disarms it wakes.
+        if (p.bell_->armed.load(std::memory_order_seq_cst) &&
+            p.bell_->armed.exchange(0, std::memory_order_seq_cst))
+          syscall(SYS_futex, &p.bell_->armed, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
         return true;
       }
     } else if (dif < 0) {
       return false;  // full
     } else {
-      pos = p.tail->value.load(std::memory_order_relaxed);
+      pos = ln.tail->value.load(std::memory_order_relaxed);
     }
   }
 }
@@ -361,26 +392,41 @@ void shm_device::handle_cell(sink& s, const cell_header* c) {
            unsigned(c->kind), c->len, src);
 }
 
-size_t shm_device::poll(sink& s, size_t max) {
+size_t shm_device::drain_lane(sink& s, const lane& ln, size_t max) {
   size_t n = 0;
-  uint64_t pos = own_head_->value.load(std::memory_order_relaxed);
+  uint64_t pos = ln.head->value.load(std::memory_order_relaxed);
   while (n < max) {
-    auto* c = reinterpret_cast<cell_header*>(own_cells_ + (pos & mask_) * geo_.cell_size);
+    auto* c = reinterpret_cast<cell_header*>(ln.cells + (pos & mask_) * geo_.cell_size);
     uint64_t seq = c->seq.load(std::memory_order_acquire);
     int64_t dif = int64_t(seq - (pos + 1));
     if (dif == 0) {
-      if (own_head_->value.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) {
+      if (ln.head->value.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) {
         handle_cell(s, c);
         c->seq.store(pos + geo_.ncells, std::memory_order_release);
         ++n;
-        pos = own_head_->value.load(std::memory_order_relaxed);
+        pos = ln.head->value.load(std::memory_order_relaxed);
       }
     } else if (dif < 0) {
       break;  // empty
     } else {
-      pos = own_head_->value.load(std::memory_order_relaxed);
+      pos = ln.head->value.load(std::memory_order_relaxed);
     }
   }
+  return n;
+}
+
+size_t shm_device::poll(sink& s, size_t max) {
+  // A thread drains its own lane first and the others only with budget left: taking the
+  // messages of a thread that is itself polling costs more than they are worth (measured:
+  // two loopback threads on one device reach 1.0x one thread when every poll shares its
+  // budget across lanes, 1.9x when it does not). Every 64th poll starts at the next lane
+  // instead, so a lane whose own thread never polls still drains while others are busy.
+  size_t first = util::thread_index();
+  if (uint32_t polls = util::next_thread_poll(); (polls & 63) == 0) first += polls >> 6;
+  first %= geo_.nlanes;
+  size_t n = 0;
+  for (size_t k = 0; k < geo_.nlanes && n < max; ++k)
+    n += drain_lane(s, own_lanes_[(first + k) % geo_.nlanes], max - n);
 
   const size_t chunk = geo_.chunk_size, nslots = geo_.nslots;
   n += outgoing_.advance([&](outgoing_put& o) {
@@ -431,15 +477,16 @@ size_t shm_device::poll(sink& s, size_t max) {
 
 void shm_device::wait_for_message(uint32_t timeout_us) {
   if (!outgoing_.empty() || !incoming_.empty() || !events_.empty()) return;  // work in hand
-  const uint32_t bell = own_tail_->doorbell.load(std::memory_order_seq_cst);
-  own_tail_->sleepers.fetch_add(1, std::memory_order_seq_cst);
-  // Anything claimed in the ring (published or not yet) means: do not sleep.
-  if (own_tail_->value.load(std::memory_order_seq_cst) ==
-      own_head_->value.load(std::memory_order_seq_cst)) {
-    timespec ts{time_t(timeout_us / 1000000), long(timeout_us % 1000000) * 1000};
-    syscall(SYS_futex, &own_tail_->doorbell, FUTEX_WAIT, bell, &ts, nullptr, 0);
-  }
-  own_tail_->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+  // Several threads may sleep on one device: each arms the bell (a read-modify-write, so
+  // it is ordered against the producers' claims), and the waking producer wakes them all.
+  own_bell_->armed.exchange(1, std::memory_order_seq_cst);
+  // Anything claimed in a lane (published or not yet) means: do not sleep.
+  for (const lane& ln : own_lanes_)
+    if (ln.tail->value.load(std::memory_order_seq_cst) !=
+        ln.head->value.load(std::memory_order_seq_cst))
+      return;
+  timespec ts{time_t(timeout_us / 1000000), long(timeout_us % 1000000) * 1000};
+  syscall(SYS_futex, &own_bell_->armed, FUTEX_WAIT, 1, &ts, nullptr, 0);
 }
 
 void shm_device::forget_peer(int rank) {

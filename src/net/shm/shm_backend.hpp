@@ -23,6 +23,7 @@ struct settings {
   size_t nchannels;
   size_t chunk_size;
   size_t nslots;
+  size_t nlanes;
 };
 
 class shm_context;
@@ -46,11 +47,16 @@ class shm_device final : public device {
   void wait_for_message(uint32_t timeout_us) override;
 
  private:
+  struct lane {
+    ring_index* head = nullptr;  // own lanes only
+    ring_index* tail = nullptr;
+    char* cells = nullptr;
+  };
   struct peer {
     segment seg;
     char* base = nullptr;
-    ring_index* tail = nullptr;
-    char* cells = nullptr;
+    bell* bell_ = nullptr;
+    std::vector<lane> lanes;
     pid_t pid = 0;
   };
   struct outgoing_put {
@@ -80,6 +86,7 @@ class shm_device final : public device {
 
   bool enqueue(int rank, uint8_t kind, const void* a, size_t alen, const void* b, size_t blen);
   void handle_cell(sink& s, const cell_header* c);
+  size_t drain_lane(sink& s, const lane& ln, size_t max);
   channel_header* channel_of(char* base, uint32_t c) const;
   char* slots_of(char* base, uint32_t c) const;
   size_t nchunks(size_t size) const { return (size + geo_.chunk_size - 1) / geo_.chunk_size; }
@@ -90,9 +97,8 @@ class shm_device final : public device {
   uint64_t mask_;
   segment own_;
   char* own_base_ = nullptr;
-  ring_index* own_head_ = nullptr;
-  char* own_cells_ = nullptr;
-  ring_index* own_tail_ = nullptr;
+  bell* own_bell_ = nullptr;
+  std::vector<lane> own_lanes_;
   std::vector<std::unique_ptr<peer>> peers_;  // by rank; ours points at own_
   work_list<outgoing_put> outgoing_;
   work_list<incoming_put> incoming_;
