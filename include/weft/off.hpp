@@ -231,6 +231,7 @@ struct comm_args {
   rcomp_t remote_comp = rcomp_null;
   bool has_remote_buffer = false;
   rmr_t remote_buffer;
+  uint64_t remote_disp = 0;  // offset of the access in the remote region
   packet_pool_t packet_pool;
   void* user_context = nullptr;
   bool allow_done = true;
@@ -268,8 +269,26 @@ class comm_x_base {
     a_.has_remote_buffer = true;
     return static_cast<Derived&>(*this);
   }
+  auto& remote_disp(uint64_t v) {
+    a_.remote_disp = v;
+    return static_cast<Derived&>(*this);
+  }
   status_t operator()() const { return detail::post_comm_impl(a_); }
   status_t call() const { return (*this)(); }
+
+ protected:
+  void set_one_sided(direction_t d, int rank, void* local_buffer, size_t size, comp_t local_comp,
+                     uint64_t remote_disp, rmr_t rmr, const char* call_name) {
+    a_.direction = d;
+    a_.rank = rank;
+    a_.local_buffer = local_buffer;
+    a_.size = size;
+    a_.local_comp = local_comp;
+    a_.remote_disp = remote_disp;
+    a_.remote_buffer = rmr;
+    a_.has_remote_buffer = true;
+    a_.call_name = call_name;
+  }
 };
 
 class post_comm_x : public comm_x_base<post_comm_x> {
@@ -325,6 +344,52 @@ class post_am_x : public comm_x_base<post_am_x> {
   }
 };
 
+// One-sided: put `size` bytes of local_buffer at offset remote_disp of the peer's region
+// `rmr`, or get them from there. With .remote_comp(rc) the target's completion object is
+// signalled too: after a put once the data is visible there, after a get once it has been
+// read (status: the initiator's rank, .tag(t), the region's address and the size).
+class post_put_x : public comm_x_base<post_put_x> {
+ public:
+  post_put_x(int rank, void* local_buffer, size_t size, comp_t local_comp, uint64_t remote_disp,
+             rmr_t rmr) {
+    set_one_sided(direction_t::OUT, rank, local_buffer, size, local_comp, remote_disp, rmr,
+                  "post_put");
+  }
+};
+
+class post_get_x : public comm_x_base<post_get_x> {
+ public:
+  post_get_x(int rank, void* local_buffer, size_t size, comp_t local_comp, uint64_t remote_disp,
+             rmr_t rmr) {
+    set_one_sided(direction_t::IN, rank, local_buffer, size, local_comp, remote_disp, rmr,
+                  "post_get");
+  }
+};
+
+// ---- memory registration --------------------------------------------------------------
+namespace detail {
+struct register_args {
+  void* base = nullptr;
+  size_t size = 0;
+  runtime_t runtime;
+};
+WEFT_API mr_t register_memory_impl(const register_args& a);
+}  // namespace detail
+
+class register_memory_x {
+  using self_t = register_memory_x;
+  detail::register_args a_;
+
+ public:
+  register_memory_x(void* base, size_t size) {
+    a_.base = base;
+    a_.size = size;
+  }
+  WEFT_OFF_ARG(runtime_t, runtime)
+  mr_t operator()() const { return detail::register_memory_impl(a_); }
+  mr_t call() const { return (*this)(); }
+};
+
 class cancel_recv_x {
   using self_t = cancel_recv_x;
   detail::comm_args a_;
@@ -352,7 +417,7 @@ struct progress_args {
   runtime_t runtime;
   device_t device;
   uint32_t block_us = 0;  // progress: when idle, sleep up to this long for a message
-  comp_t comp;  // barrier: signalled when the barrier completes (non-blocking form)
+  comp_t comp;            // barrier: signalled when the barrier completes (non-blocking form)
 };
 WEFT_API error_t progress_impl(const progress_args& a);
 WEFT_API status_t barrier_impl(const progress_args& a);

@@ -17,6 +17,7 @@ class device_impl;
 class comp_impl;
 class matching_engine_impl;
 class packet_pool_impl;
+struct mr_impl;
 }  // namespace detail
 
 using tag_t = uint32_t;
@@ -40,6 +41,7 @@ enum class errorcode_t : int {
   error_truncated,  // the message was larger than the posted receive buffer
   error_peer_dead,  // the peer process died with the operation pending
   error_nomem,      // the target could not allocate the buffer for an active message
+  error_region,     // a put or get refused: the remote region was deregistered meanwhile
 };
 
 WEFT_API const char* get_errorcode_str(errorcode_t code);
@@ -133,13 +135,25 @@ struct packet_pool_t {
 using rcomp_t = uint32_t;
 inline constexpr rcomp_t rcomp_null = UINT32_MAX;
 
-// Remote memory handle; filled in by register_memory (one-sided issue). Trivially
-// copyable so it can be packed into any message.
+// A local memory registration (register_memory). Registering a local buffer is optional;
+// a buffer a peer puts into or gets from must be registered.
+struct mr_t {
+  detail::mr_impl* p = nullptr;
+  bool is_empty() const { return p == nullptr; }
+  WEFT_API void* get_attr_base() const;
+  WEFT_API size_t get_attr_size() const;
+};
+
+// Remote memory handle (get_rmr): what a peer needs to put into or get from a registered
+// region. Trivially copyable, to be packed into any message. `key` and `generation` name
+// one registration: after deregister_memory the handle is refused even if the same memory
+// is registered again.
 struct rmr_t {
   uint64_t base = 0;
   uint64_t size = 0;
   uint64_t key = 0;
   uint64_t generation = 0;
+  bool is_empty() const { return key == 0 && size == 0; }
 };
 
 // The one exception type Weft throws. what() reads

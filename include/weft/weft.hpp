@@ -98,6 +98,16 @@ inline void* get_upacket() {
 // Returns a packet to its pool; a buffer that is not a packet is released with std::free.
 WEFT_API void put_upacket(void* packet);
 
+// ---- memory registration ------------------------------------------------------------------
+// Registers [base, base + size) for one-sided access by peers (get_rmr gives the handle to
+// send them). Not collective. deregister_memory waits for accesses in progress (it
+// progresses the runtime meanwhile) and makes every handle to the region refused.
+inline mr_t register_memory(void* base, size_t size) {
+  return register_memory_x(base, size)();
+}
+WEFT_API void deregister_memory(mr_t* mr);
+WEFT_API rmr_t get_rmr(mr_t mr);
+
 // ---- operations -------------------------------------------------------------------------
 inline status_t post_comm(direction_t direction, int rank, void* local_buffer, size_t size,
                           comp_t local_comp) {
@@ -111,6 +121,14 @@ inline status_t post_recv(int rank, void* buf, size_t size, tag_t tag, comp_t co
 }
 inline status_t post_am(int rank, void* buf, size_t size, comp_t local_comp, rcomp_t remote_comp) {
   return post_am_x(rank, buf, size, local_comp, remote_comp)();
+}
+inline status_t post_put(int rank, void* local_buffer, size_t size, comp_t local_comp,
+                         uint64_t remote_disp, rmr_t rmr) {
+  return post_put_x(rank, local_buffer, size, local_comp, remote_disp, rmr)();
+}
+inline status_t post_get(int rank, void* local_buffer, size_t size, comp_t local_comp,
+                         uint64_t remote_disp, rmr_t rmr) {
+  return post_get_x(rank, local_buffer, size, local_comp, remote_disp, rmr)();
 }
 // Removes a posted, not yet matched receive; its completion object is then signalled with
 // errorcode_t::cancelled. Returns false when no such receive is pending (it matched).

@@ -36,6 +36,8 @@ const char* get_errorcode_str(errorcode_t code) {
     case errorcode_t::error_truncated: return "error: message larger than the receive buffer";
     case errorcode_t::error_peer_dead: return "error: the peer process died";
     case errorcode_t::error_nomem: return "error: the target ran out of memory";
+    case errorcode_t::error_region:
+      return "error: the remote region was deregistered or the access is outside it";
   }
   return "unknown error code";
 }
@@ -288,6 +290,18 @@ static device_impl* resolve_device(const comm_args& a) {
   return resolve_runtime(a.runtime, a.call_name)->default_device;
 }
 
+mr_t register_memory_impl(const register_args& a) {
+  runtime_impl* rt = resolve_runtime(a.runtime, "register_memory");
+  if (!a.base)
+    util::fail("register_memory", "base", "nullptr",
+               "null buffer with size " + std::to_string(a.size));
+  if (a.size == 0) util::fail("register_memory", "size", "0", "an empty region");
+  if (a.size > max_msg_size)
+    util::fail("register_memory", "size", std::to_string(a.size),
+               "exceeds the maximum region size " + std::to_string(max_msg_size));
+  return mr_t{rt->register_memory(a.base, a.size)};
+}
+
 status_t post_comm_impl(const comm_args& a) {
   return resolve_device(a)->post(a);
 }
@@ -340,4 +354,26 @@ void sync_wait_impl(comp_t sync, status_t* statuses, const progress_args& a) {
 }
 
 }  // namespace detail
+// ---- memory registration ------------------------------------------------------------------
+void deregister_memory(mr_t* mr) {
+  if (!mr || !mr->p) util::fail("deregister_memory", "mr", "empty", "not a registration");
+  if (!mr->p->rt)
+    util::fail("deregister_memory", "runtime", "freed",
+               "the region's runtime was freed (g_runtime_fina or free_runtime) before it");
+  mr->p->rt->deregister_memory(mr->p);
+  mr->p = nullptr;
+}
+
+rmr_t get_rmr(mr_t mr) {
+  if (!mr.p) util::fail("get_rmr", "mr", "empty", "not a registration");
+  return mr.p->rmr;
+}
+
+void* mr_t::get_attr_base() const {
+  return p ? reinterpret_cast<void*>(p->rmr.base) : nullptr;
+}
+size_t mr_t::get_attr_size() const {
+  return p ? p->rmr.size : 0;
+}
+
 }  // namespace weft

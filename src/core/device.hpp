@@ -33,9 +33,9 @@ class device_impl final : public net::sink {
   // ---- progress (core/progress.cpp) ----
   error_t progress();
   void on_message(int rank, const void* data, size_t len) override;
-  void on_put_local_done(void* ctx) override;
-  void on_put_remote_done(int rank, uint64_t imm) override;
-  void on_get_done(void* ctx) override;
+  void on_put_local_done(void* ctx, bool ok) override;
+  void on_get_done(void* ctx, bool ok) override;
+  void on_remote_notify(int rank, const void* note, size_t len) override;
 
   // Signals `c` with `s` (or queues the signal when `c` cannot take it now). `counted`:
   // the operation was counted as pending on `c`.
@@ -62,6 +62,8 @@ class device_impl final : public net::sink {
   status_t post_out(const comm_args& a);
   status_t post_in(const comm_args& a);
   status_t post_rendezvous(const comm_args& a, const wire_header& h);
+  status_t post_rma(const comm_args& a);
+  request* alloc_outgoing(const comm_args& a, bool is_am);
   status_t retry_or_backlog(const comm_args& a, errorcode_t code);
   status_t match_arrived(request* recv, request* unexpected, const comm_args* poster);
   void deliver_am(int rank, const wire_header& h, const char* data, size_t size);

@@ -41,9 +41,7 @@ status_t device_impl::post(const comm_args& a) {
                "exceeds the maximum message size " + std::to_string(max_msg_size));
   if (uint8_t(a.matching_policy) > uint8_t(matching_policy_t::rank_tag))
     util::fail(call, "matching_policy", std::to_string(int(a.matching_policy)), "unknown policy");
-  if (a.has_remote_buffer)
-    util::fail(call, "remote_buffer", "set",
-               "one-sided put and get are not available in this release (see docs/api.md)");
+  if (a.has_remote_buffer) return post_rma(a);
   if (a.direction == direction_t::IN) {
     if (a.remote_comp != rcomp_null)
       util::fail(call, "remote_comp", std::to_string(a.remote_comp),
@@ -117,23 +115,87 @@ status_t device_impl::post_out(const comm_args& a) {
   return immediate(a, errorcode_t::posted);
 }
 
-status_t device_impl::post_rendezvous(const comm_args& a, const wire_header& h) {
+// A request for an outgoing operation that waits on the peer, filled from the post.
+request* device_impl::alloc_outgoing(const comm_args& a, bool is_am) {
   request* r = slab.alloc(this);
-  if (!r) return retry_or_backlog(a, errorcode_t::retry_nomem);
+  if (!r) return nullptr;
   r->rank = a.rank;
   r->tag = a.tag;
   r->buf = a.local_buffer;
   r->size = a.size;
   r->comp = a.local_comp.p;
   r->user_context = a.user_context;
-  r->is_am = h.type == uint8_t(msg_type::rts_am);
+  r->is_am = is_am;
   r->counted = r->comp != nullptr;
+  return r;
+}
+
+status_t device_impl::post_rendezvous(const comm_args& a, const wire_header& h) {
+  request* r = alloc_outgoing(a, h.type == uint8_t(msg_type::rts_am));
+  if (!r) return retry_or_backlog(a, errorcode_t::retry_nomem);
   comp_impl* c = r->comp;
   rts_body b{a.size, slab.handle(r)};
   if (c) c->pending.fetch_add(1, std::memory_order_relaxed);
   // Published last: once the ready-to-send is out, another thread may finish and reuse r.
   r->publish(req_kind::rdv_send);
   if (!net->try_send(a.rank, &h, sizeof(h), &b, sizeof(b))) {
+    if (c) c->pending.fetch_sub(1, std::memory_order_relaxed);
+    slab.free(r);
+    return retry_or_backlog(a, errorcode_t::retry_nomem);
+  }
+  return immediate(a, errorcode_t::posted);
+}
+
+// Put or get (Table 1 rows with a remote buffer). The handle's bounds are checked here,
+// its liveness by the backend where it can (shm: the owner's region table), and again by
+// whoever touches the memory.
+status_t device_impl::post_rma(const comm_args& a) {
+  const char* call = a.call_name;
+  const rmr_t& m = a.remote_buffer;
+  const bool put = a.direction == direction_t::OUT;
+  if (m.is_empty()) util::fail(call, "remote_buffer", "empty", "not a handle from get_rmr");
+  if (a.remote_disp > m.size || a.size > m.size - a.remote_disp)
+    util::fail(call, "remote_disp", std::to_string(a.remote_disp),
+               "an access of " + std::to_string(a.size) + " bytes there overruns the region of " +
+                   std::to_string(m.size) + " bytes");
+  if (a.remote_comp != rcomp_null && a.remote_comp >= rt.rcomp_count())
+    util::fail(
+        call, "remote_comp", std::to_string(a.remote_comp),
+        "unknown remote completion handle (" + std::to_string(rt.rcomp_count()) + " registered)");
+  if (a.buffer_is_packet)
+    util::fail(call, "buffer_is_packet", "true", "one-sided operations take plain buffers");
+  if (peer_dead(a.rank))
+    util::fail(call, "rank", std::to_string(a.rank), "the peer process has died");
+  const uint64_t addr = m.base + a.remote_disp;
+  const net::rkey_t key{m.key, m.generation};
+  if (const char* why = net->check_remote(a.rank, addr, a.size, key))
+    util::fail(call, "remote_buffer",
+               "region " + std::to_string(m.key) + " generation " + std::to_string(m.generation) +
+                   " of rank " + std::to_string(a.rank),
+               why);
+  if (!a.allow_posted)
+    util::fail(call, "allow_posted", "false", "a put or get completes asynchronously");
+  request* r = alloc_outgoing(a, false);
+  if (!r) return retry_or_backlog(a, errorcode_t::retry_nomem);
+  comp_impl* c = r->comp;
+  rma_note note{};
+  size_t note_len = 0;
+  if (a.remote_comp != rcomp_null) {
+    note.type = uint8_t(put ? note_type::put : note_type::get);
+    note.rcomp = a.remote_comp;
+    note.tag = a.tag;
+    note.addr = addr;
+    note.size = a.size;
+    note_len = sizeof(note);
+  }
+  void* ctx = reinterpret_cast<void*>(uintptr_t(slab.handle(r)));
+  if (c) c->pending.fetch_add(1, std::memory_order_relaxed);
+  r->publish(req_kind::rma);  // last touch: the backend may complete it from now on
+  const bool ok = put ? net->try_put(a.rank, a.local_buffer, a.size, addr, key,
+                                     note_len ? &note : nullptr, note_len, ctx)
+                      : net->try_get(a.rank, a.local_buffer, a.size, addr, key,
+                                     note_len ? &note : nullptr, note_len, ctx);
+  if (!ok) {
     if (c) c->pending.fetch_sub(1, std::memory_order_relaxed);
     slab.free(r);
     return retry_or_backlog(a, errorcode_t::retry_nomem);

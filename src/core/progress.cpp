@@ -71,7 +71,9 @@ size_t device_impl::pending_operations() {
   if (!slab.in_use()) return n;
   for (uint32_t i = 0; i < slab.capacity(); ++i) {
     req_kind k = slab.at(i).kind();
-    if (k == req_kind::posted_recv || k == req_kind::rdv_send || k == req_kind::rdv_recv) ++n;
+    if (k == req_kind::posted_recv || k == req_kind::rdv_send || k == req_kind::rdv_recv ||
+        k == req_kind::rma)
+      ++n;
   }
   return n;
 }
@@ -187,11 +189,12 @@ void device_impl::on_message(int rank, const void* data, size_t len) {
       uint64_t sh = b.sreq, rreq = b.rreq, raddr = b.raddr;
       size_t accept = b.accept;
       void* ctx = reinterpret_cast<void*>(uintptr_t(sh));
-      if (!net->try_put(rank, s->buf, accept, raddr, {}, true, rreq, ctx)) {
-        backlog.push([this, rank, sh, rreq, raddr, accept, ctx]() {
+      rendezvous_note note{uint8_t(note_type::rendezvous), {}, rreq};
+      if (!net->try_put(rank, s->buf, accept, raddr, {}, &note, sizeof(note), ctx)) {
+        backlog.push([this, rank, sh, note, raddr, accept, ctx]() {
           request* q = slab.lookup(sh, req_kind::rdv_send);
           if (!q) return true;  // failed meanwhile (dead peer)
-          return net->try_put(rank, q->buf, accept, raddr, {}, true, rreq, ctx);
+          return net->try_put(rank, q->buf, accept, raddr, {}, &note, sizeof(note), ctx);
         });
       }
       return;
@@ -369,18 +372,55 @@ void device_impl::arrive_rts(int rank, const wire_header& h, const rts_body& b) 
   if (auto* r = static_cast<request*>(e->insert(u))) r->dev->match_arrived(r, u, nullptr);
 }
 
-void device_impl::on_put_local_done(void* ctx) {
-  request* s = slab.lookup(uint64_t(reinterpret_cast<uintptr_t>(ctx)), req_kind::rdv_send);
-  if (s) finish_request(s, errorcode_t::done);  // else it failed meanwhile (dead peer)
+void device_impl::on_put_local_done(void* ctx, bool ok) {
+  const uint64_t h = uint64_t(reinterpret_cast<uintptr_t>(ctx));
+  if (request* s = slab.lookup(h, req_kind::rdv_send))
+    finish_request(s, ok ? errorcode_t::done : errorcode_t::error);
+  else if (request* r = slab.lookup(h, req_kind::rma))
+    finish_request(r, ok ? errorcode_t::done : errorcode_t::error_region);
+  // else it failed meanwhile (dead peer)
 }
 
-void device_impl::on_put_remote_done(int rank, uint64_t imm) {
-  request* r = slab.lookup(imm, req_kind::rdv_recv);
-  if (!r || r->rank != rank) {
-    wire_error(rank, "data for unknown receive request " + std::to_string(imm));
+void device_impl::on_get_done(void* ctx, bool ok) {
+  if (request* r = slab.lookup(uint64_t(reinterpret_cast<uintptr_t>(ctx)), req_kind::rma))
+    finish_request(r, ok ? errorcode_t::done : errorcode_t::error_region);
+}
+
+void device_impl::on_remote_notify(int rank, const void* data, size_t len) {
+  const uint8_t type = len ? *static_cast<const uint8_t*>(data) : 0;
+  if (type == uint8_t(note_type::rendezvous) && len == sizeof(rendezvous_note)) {
+    rendezvous_note n;
+    memcpy(&n, data, sizeof(n));
+    request* r = slab.lookup(n.rreq, req_kind::rdv_recv);
+    if (!r || r->rank != rank) {
+      wire_error(rank, "data for unknown receive request " + std::to_string(n.rreq));
+      return;
+    }
+    finish_request(r, r->msg_size > r->size ? errorcode_t::error_truncated : errorcode_t::done);
     return;
   }
-  finish_request(r, r->msg_size > r->size ? errorcode_t::error_truncated : errorcode_t::done);
+  if ((type == uint8_t(note_type::put) || type == uint8_t(note_type::get)) &&
+      len == sizeof(rma_note)) {
+    rma_note n;
+    memcpy(&n, data, sizeof(n));
+    rcomp_entry* e = rt.rcomp(n.rcomp);
+    if (!e) {
+      wire_error(rank, std::string(type == uint8_t(note_type::put) ? "put" : "get") +
+                           " notification for unknown remote completion " +
+                           std::to_string(n.rcomp));
+      return;
+    }
+    status_t s;
+    s.error = errorcode_t::done;
+    s.rank = rank;
+    s.tag = n.tag;
+    s.buf = reinterpret_cast<void*>(n.addr);
+    s.size = n.size;
+    complete(e->comp, s, false);
+    return;
+  }
+  wire_error(rank, "malformed notification of type " + std::to_string(type) + " and length " +
+                       std::to_string(len));
 }
 
 void device_impl::finish_request(request* q, errorcode_t code) {
@@ -396,8 +436,6 @@ void device_impl::finish_request(request* q, errorcode_t code) {
   q->dev->slab.free(q);
   complete(c, st, counted);
 }
-
-void device_impl::on_get_done(void*) {}
 
 void device_impl::check_peers() {
   bool drained = false;
@@ -431,7 +469,9 @@ void device_impl::fail_peer(int rank) {
   };
   for (uint32_t i = 0; i < slab.capacity() && slab.in_use(); ++i) {
     request& q = slab.at(i);
-    if ((q.kind() == req_kind::rdv_send || q.kind() == req_kind::rdv_recv) && q.rank == rank)
+    const req_kind k = q.kind();
+    if ((k == req_kind::rdv_send || k == req_kind::rdv_recv || k == req_kind::rma) &&
+        q.rank == rank)
       fail(&q);
   }
   for (uint32_t id = 0; id < rt.engine_count(); ++id) {

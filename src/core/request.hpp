@@ -24,6 +24,7 @@ enum class req_kind : uint8_t {
   unexpected_rts,    // a rendezvous send that arrived first
   rdv_send,          // waiting for clear-to-send, then for the put to finish
   rdv_recv,          // waiting for the sender's put
+  rma,               // a put or get of ours, waiting for the backend
 };
 
 struct request : match_entry {

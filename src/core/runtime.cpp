@@ -1,6 +1,7 @@
 #include "core/runtime.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 
@@ -140,7 +141,48 @@ runtime_impl::~runtime_impl() {
   }
   for (auto* d : devices_) delete d;
   for (auto* p : pools_) delete p;
+  // Registrations left behind stay allocated (a few bytes each), marked dead, so that a
+  // deregister_memory after finalize reports the error instead of touching freed memory.
+  for (auto* m : mrs_) m->rt = nullptr;
   for (size_t i = 0; i < engines_.size(); ++i) delete engines_.get(i);
+}
+
+mr_impl* runtime_impl::register_memory(void* base, size_t size) {
+  auto* m = new mr_impl{this, net->register_memory(base, size), {}};
+  m->rmr = rmr_t{reinterpret_cast<uint64_t>(base), size, m->net.key, m->net.generation};
+  std::lock_guard<std::mutex> g(mr_lock_);
+  mrs_.push_back(m);
+  return m;
+}
+
+void runtime_impl::deregister_memory(mr_impl* m) {
+  {
+    std::lock_guard<std::mutex> g(mr_lock_);
+    auto it = std::find(mrs_.begin(), mrs_.end(), m);
+    if (it == mrs_.end())
+      util::fail("deregister_memory", "mr", "unknown", "not a registration of this runtime");
+    mrs_.erase(it);
+  }
+  net->deregister_memory(m->net);
+  // Accesses already holding the region finish first; ours may need this thread's progress.
+  auto start = std::chrono::steady_clock::now();
+  while (!net->region_idle(m->net)) {
+    progress_all();
+    if (std::chrono::steady_clock::now() - start > std::chrono::seconds(10))
+      util::fail("deregister_memory", "region", std::to_string(m->rmr.key),
+                 "a peer's access has been in progress for 10 s (did it die during the access?)");
+  }
+  net->release_region(m->net);
+  delete m;
+}
+
+void runtime_impl::progress_all() {
+  std::vector<device_impl*> devs;
+  {
+    std::lock_guard<std::mutex> g(lock_);
+    devs = devices_;
+  }
+  for (auto* d : devs) d->progress();
 }
 
 size_t runtime_impl::pending_operations() {

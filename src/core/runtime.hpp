@@ -32,6 +32,12 @@ struct runtime_attr {
   bool wire_errors_fatal;
 };
 
+struct mr_impl {
+  runtime_impl* rt;
+  net::mr_t net;
+  rmr_t rmr;
+};
+
 struct rcomp_entry {
   comp_impl* comp;
   bool packet_delivery;
@@ -66,6 +72,11 @@ class runtime_impl {
   // Completion objects still registered, so free_comp can deregister them.
   void forget_comp(comp_impl* c);
 
+  mr_impl* register_memory(void* base, size_t size);
+  void deregister_memory(mr_impl* mr);
+  // Progress on every device (while waiting inside a call, e.g. deregistration).
+  void progress_all();
+
   void report_wire_error(int peer, const std::string& what);
   size_t pending_operations();
 
@@ -90,6 +101,8 @@ class runtime_impl {
   util::mpmc_array<matching_engine_impl*> engines_;
   util::mpmc_array<packet_pool_impl*> pool_index_;  // pools_, read without the lock
   std::vector<std::unique_ptr<rcomp_entry>> rcomp_storage_;
+  std::mutex mr_lock_;
+  std::vector<mr_impl*> mrs_;
 };
 
 // The runtime a call runs on: the one given, else the global one; fails naming `call`

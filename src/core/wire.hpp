@@ -40,6 +40,30 @@ struct cts_body {
   uint64_t accept;  // bytes the receiver takes (less than size: truncated)
 };
 
+// Notifications ride with a backend put or get and reach the target's sink once the data
+// is there (put) or has been read (get). At most net::max_note_size bytes.
+enum class note_type : uint8_t {
+  rendezvous = 1,  // a rendezvous put finished: complete receive request `rreq`
+  put = 2,         // a user put with a remote completion
+  get = 3,         // a user get with a remote completion
+};
+
+struct rendezvous_note {
+  uint8_t type;
+  uint8_t pad[7];
+  uint64_t rreq;
+};
+
+struct rma_note {
+  uint8_t type;
+  uint8_t pad[3];
+  uint32_t rcomp;
+  uint32_t tag;
+  uint32_t pad2;
+  uint64_t addr;  // the region's bytes written or read, in the target
+  uint64_t size;
+};
+
 struct nack_body {
   uint64_t sreq;
   uint32_t errorcode;

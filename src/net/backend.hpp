@@ -20,12 +20,15 @@ class sink {
   virtual ~sink() = default;
   // A message from `rank`; `data` is valid only during the call.
   virtual void on_message(int rank, const void* data, size_t len) = 0;
-  // A put's source buffer may be reused (`ctx` as given to try_put).
-  virtual void on_put_local_done(void* ctx) = 0;
-  // A put with notification from `rank` is visible in this process's memory.
-  virtual void on_put_remote_done(int rank, uint64_t imm) = 0;
-  // A get's data has arrived in the local buffer.
-  virtual void on_get_done(void* ctx) = 0;
+  // A put's source buffer may be reused (`ctx` as given to try_put). `ok` false: the
+  // target refused the access (region deregistered or access outside it); nothing written.
+  virtual void on_put_local_done(void* ctx, bool ok) = 0;
+  // A get's data has arrived in the local buffer (`ok` false: refused, nothing read).
+  virtual void on_get_done(void* ctx, bool ok) = 0;
+  // The notification of a put from `rank` (its data is visible in this process's memory),
+  // or of a get by `rank` (its data has been read from this process's memory). `note` is
+  // the blob the initiator passed, valid only during the call.
+  virtual void on_remote_notify(int rank, const void* note, size_t len) = 0;
 };
 
 // A local registration. Backends that need none (shm) fill base and size only.
@@ -33,13 +36,19 @@ struct mr_t {
   void* base = nullptr;
   size_t size = 0;
   uint64_t key = 0;
+  uint64_t generation = 0;
   void* backend = nullptr;
 };
 
-// What a peer needs to address registered memory of this process.
+// What a peer needs to address registered memory of this process. Key 0 addresses memory
+// the core itself named in a protocol message (a rendezvous receive buffer): not checked.
 struct rkey_t {
   uint64_t key = 0;
+  uint64_t generation = 0;
 };
+
+// Largest notification blob a put or get carries to the target.
+inline constexpr size_t max_note_size = 40;
 
 struct device_config {
   size_t cell_size;    // largest message (header + payload) one send carries
@@ -59,12 +68,17 @@ class device {
                         size_t len) = 0;
 
   // One-sided. `remote_addr` is an address in the target process covered by `rkey`.
-  // With `notify`, the target's sink gets on_put_remote_done(imm) once the data is there.
+  // With a note (note_len > 0, at most max_note_size), the target's sink gets
+  // on_remote_notify(note) once a put's data is there or a get's data has been read.
   // False: resources busy, retry later.
   virtual bool try_put(int rank, const void* src, size_t size, uint64_t remote_addr, rkey_t rkey,
-                       bool notify, uint64_t imm, void* ctx) = 0;
+                       const void* note, size_t note_len, void* ctx) = 0;
   virtual bool try_get(int rank, void* dst, size_t size, uint64_t remote_addr, rkey_t rkey,
-                       void* ctx) = 0;
+                       const void* note, size_t note_len, void* ctx) = 0;
+  // Checked at posting: nullptr when the backend sees nothing wrong with accessing
+  // [remote_addr, +size) through `rkey` at `rank`, else why not. Backends whose hardware
+  // checks keys (ofi, ucx) report a refusal through on_put_local_done/on_get_done instead.
+  virtual const char* check_remote(int rank, uint64_t remote_addr, size_t size, rkey_t rkey) = 0;
 
   // Delivers up to `max` events to the sink and advances transfers in flight.
   // Returns the number of events and transfer steps performed.
@@ -88,7 +102,11 @@ class context {
   // Collective over all ranks, in the same order everywhere: device i talks to device i.
   virtual std::unique_ptr<device> alloc_device(int index, const device_config& cfg) = 0;
   virtual mr_t register_memory(void* base, size_t size) = 0;
+  // Stops new remote accesses to the region. Those already running finish first:
+  // deregistration is complete when region_idle says so (the caller progresses meanwhile).
   virtual void deregister_memory(mr_t& mr) = 0;
+  virtual bool region_idle(const mr_t& mr) = 0;
+  virtual void release_region(mr_t& mr) = 0;
   virtual rkey_t get_rkey(const mr_t& mr) = 0;
   // A one-line description of the mechanisms chosen (for logs and benchmarks).
   virtual std::string describe() const = 0;

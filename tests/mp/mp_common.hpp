@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 #include <weft/weft.hpp>
 
 namespace mp {
@@ -114,6 +115,68 @@ inline int finish(const char* name) {
   }
   printf("rank %d: %s: all %d checks passed\n", rank(), name, g_checks);
   return 0;
+}
+
+enum class comp_kind { sync, cq, handler };
+inline const char* name(comp_kind k) {
+  return k == comp_kind::sync ? "sync" : k == comp_kind::cq ? "cq" : "handler";
+}
+
+// A completion object of any kind that can be waited on uniformly.
+struct any_comp {
+  comp_kind kind;
+  weft::comp_t comp;
+  std::vector<weft::status_t> got;  // handler: statuses in arrival order
+  std::atomic<int> handler_count{0};
+
+  explicit any_comp(comp_kind k) : kind(k) {
+    switch (k) {
+      case comp_kind::sync: comp = weft::alloc_sync(); break;
+      case comp_kind::cq: comp = weft::alloc_cq(); break;
+      case comp_kind::handler:
+        got.resize(4096);
+        comp = weft::alloc_handler([this](weft::status_t s) {
+          got[size_t(handler_count.load())] = s;
+          handler_count.fetch_add(1);
+        });
+        break;
+    }
+  }
+  ~any_comp() { weft::free_comp(&comp); }
+  weft::status_t wait(weft::device_t dev = {}) {
+    switch (kind) {
+      case comp_kind::sync: {
+        weft::status_t s;
+        wait_sync(comp, &s, dev);
+        return s;
+      }
+      case comp_kind::cq: return wait_cq(comp, dev);
+      case comp_kind::handler: {
+        deadline d;
+        while (handler_count.load() == 0) {
+          weft::progress_x().device(dev)();
+          d.check("a handler call");
+        }
+        handler_count.store(0);
+        return got[0];
+      }
+    }
+    return {};
+  }
+};
+
+template <typename Fn>
+std::string error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const weft::fatal_error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+inline bool contains(const std::string& s, const char* part) {
+  return s.find(part) != std::string::npos;
 }
 
 }  // namespace mp

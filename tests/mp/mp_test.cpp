@@ -9,58 +9,11 @@
 
 #include "core/device.hpp"
 #include "mp_common.hpp"
+#include "mp_scenarios.hpp"
 
 using namespace mp;
 
 namespace {
-
-enum class comp_kind { sync, cq, handler };
-const char* name(comp_kind k) {
-  return k == comp_kind::sync ? "sync" : k == comp_kind::cq ? "cq" : "handler";
-}
-
-// A completion object of any kind that can be waited on uniformly.
-struct any_comp {
-  comp_kind kind;
-  weft::comp_t comp;
-  std::vector<weft::status_t> got;  // handler: statuses in arrival order
-  std::atomic<int> handler_count{0};
-
-  explicit any_comp(comp_kind k) : kind(k) {
-    switch (k) {
-      case comp_kind::sync: comp = weft::alloc_sync(); break;
-      case comp_kind::cq: comp = weft::alloc_cq(); break;
-      case comp_kind::handler:
-        got.resize(4096);
-        comp = weft::alloc_handler([this](weft::status_t s) {
-          got[size_t(handler_count.load())] = s;
-          handler_count.fetch_add(1);
-        });
-        break;
-    }
-  }
-  ~any_comp() { weft::free_comp(&comp); }
-  weft::status_t wait(weft::device_t dev = {}) {
-    switch (kind) {
-      case comp_kind::sync: {
-        weft::status_t s;
-        wait_sync(comp, &s, dev);
-        return s;
-      }
-      case comp_kind::cq: return wait_cq(comp, dev);
-      case comp_kind::handler: {
-        deadline d;
-        while (handler_count.load() == 0) {
-          weft::progress_x().device(dev)();
-          d.check("a handler call");
-        }
-        handler_count.store(0);
-        return got[0];
-      }
-    }
-    return {};
-  }
-};
 
 const size_t kSizes[] = {0, 8, 32, 33, 1000, 8160, 8161, 100000, 1 << 20, 24 << 20};
 
@@ -433,20 +386,6 @@ int scenario_runtimes() {
   return finish("runtimes");
 }
 
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const weft::fatal_error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-bool contains(const std::string& s, const char* part) {
-  return s.find(part) != std::string::npos;
-}
-
 std::atomic<int> g_wire_errors{0};
 std::string g_last_wire_error;
 void count_wire_error(const weft::wire_error_t& e) {
@@ -725,7 +664,11 @@ int main(int argc, char** argv) {
       {"errors", scenario_errors},
       {"big", scenario_big},
       {"peer_death", scenario_peer_death},
-      {"crash", scenario_crash}};
+      {"crash", scenario_crash},
+      {"rma", scenario_rma},
+      {"rma_errors", scenario_rma_errors},
+      {"rma_threads", scenario_rma_threads},
+      {"rma_big", scenario_rma_big}};
   auto it = table.find(s);
   if (it == table.end()) {
     fprintf(stderr, "mp_test: unknown scenario %s\n", s.c_str());

@@ -14,7 +14,7 @@
 namespace weft::net::shm {
 
 inline constexpr uint32_t segment_magic = 0x57454654;  // "WEFT"
-inline constexpr uint32_t layout_version = 3;
+inline constexpr uint32_t layout_version = 4;
 
 struct alignas(util::cache_line) segment_header {
   uint32_t magic;
@@ -41,21 +41,41 @@ struct cell_header {
 static_assert(sizeof(cell_header) == 16);
 
 enum cell_kind : uint8_t {
-  kind_message = 1,    // a core message, passed to the sink
-  kind_put_start = 2,  // a pipelined put begins in the sender's channel
-  kind_put_done = 3,   // a put written by cross-memory attach is complete
+  kind_message = 1,      // a core message, passed to the sink
+  kind_put_start = 2,    // a pipelined put begins in the sender's channel
+  kind_notify = 3,       // a put or get done by cross-memory attach: the initiator's note
+  kind_get_request = 4,  // read a region of the target and stream it back (pipelined get)
+  kind_get_refused = 5,  // the target refused a pipelined get
 };
 
 struct put_start_msg {
   uint64_t remote_addr;
   uint64_t size;
-  uint64_t imm;
+  uint64_t key, generation;  // the target region (key 0: a rendezvous buffer)
+  uint64_t get_ctx;          // get_reply: this put answers our get with that context
   uint32_t channel;
-  uint32_t notify;
+  uint16_t note_len;
+  uint16_t get_reply;
+  char note[40];
 };
 
-struct put_done_msg {
-  uint64_t imm;
+struct notify_msg {
+  char note[40];
+};
+
+struct get_request_msg {
+  uint64_t remote_addr;  // in the target
+  uint64_t size;
+  uint64_t key, generation;
+  uint64_t dst;  // in the requester
+  uint64_t ctx;
+  uint32_t note_len;
+  uint32_t pad;
+  char note[40];
+};
+
+struct get_refused_msg {
+  uint64_t ctx;
 };
 
 struct alignas(util::cache_line) ring_index {
@@ -72,8 +92,13 @@ struct alignas(util::cache_line) bell {
 
 // A channel streams one put at a time in chunk-sized slots (single producer: the owner;
 // single consumer: the target).
+enum : uint32_t { verdict_pending = 0, verdict_accepted = 1, verdict_refused = 2 };
+
 struct alignas(util::cache_line) channel_header {
   std::atomic<uint32_t> busy;
+  // Set by the target once it has checked the region: a put is complete only when every
+  // chunk is staged and the target accepted it; refused means nothing was written.
+  std::atomic<uint32_t> verdict;
   alignas(util::cache_line) std::atomic<uint64_t> written;
   alignas(util::cache_line) std::atomic<uint64_t> consumed;
 };

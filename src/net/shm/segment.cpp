@@ -1,11 +1,13 @@
 #include "net/shm/segment.hpp"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 #include "util/fail.hpp"
@@ -64,6 +66,19 @@ void segment::attach(const std::string& name, size_t min_size) {
     base_ = nullptr;
     util::fail("shm segment mmap (attach)", "name", name, strerror(e));
   }
+}
+
+void segment::unlink_when_attached(std::atomic<uint32_t>& attached, uint32_t peers,
+                                   const char* what) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (attached.load(std::memory_order_acquire) < peers) {
+    if (std::chrono::steady_clock::now() > deadline)
+      util::fail("shm segment", what,
+                 std::to_string(attached.load()) + " of " + std::to_string(peers) + " peers",
+                 "peers did not map it within 120 s");
+    sched_yield();
+  }
+  unlink();
 }
 
 void segment::unlink() {

@@ -3,7 +3,9 @@
 // A job with one local process uses anonymous memory and creates no file at all.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace weft::net::shm {
@@ -19,6 +21,9 @@ class segment {
   // Maps the whole of an existing segment, which must hold at least min_size bytes.
   void attach(const std::string& name, size_t min_size);
   void unlink();
+  // Waits until `attached` (a counter in the segment that each peer increments once it has
+  // mapped it) reaches `peers`, then unlinks the name: a crash from then on leaves no file.
+  void unlink_when_attached(std::atomic<uint32_t>& attached, uint32_t peers, const char* what);
   void* base() const { return base_; }
   size_t size() const { return size_; }
 

@@ -44,6 +44,14 @@ settings read_settings() {
   s.chunk_size = util::env_size("WEFT_SHM_CHUNK", 64 * 1024);
   s.nslots = util::env_size("WEFT_SHM_SLOTS", 8);
   s.nlanes = util::env_size("WEFT_SHM_LANES", 4);
+  s.nregions = util::env_size("WEFT_SHM_REGIONS", 4096);
+  std::string rma = util::env_string("WEFT_SHM_RMA", "cma");
+  if (rma != "cma" && rma != "pipeline")
+    util::fail("shm backend", "WEFT_SHM_RMA", rma, "must be cma or pipeline");
+  s.rma_by_cma = rma == "cma";
+  if (s.nregions < 2 || s.nregions > (size_t(1) << 24))
+    util::fail("shm backend", "WEFT_SHM_REGIONS", std::to_string(s.nregions),
+               "must be 2..16777216");
   if (s.nchannels < 1 || s.nchannels > 1024)
     util::fail("shm backend", "WEFT_SHM_CHANNELS", std::to_string(s.nchannels), "must be 1..1024");
   if (s.chunk_size < 4096 || s.chunk_size % 64)
@@ -92,6 +100,7 @@ shm_context::shm_context(std::shared_ptr<bootstrap::bootstrap> boot, int context
              "falling back to the pipelined copy");
     settings_.mode = put_mode::pipeline;
   }
+  regions_ = std::make_unique<region_table>(b, context_id_, settings_.nregions);
   WEFT_LOG(info, "shm context %d: %s", context_id_, describe().c_str());
 }
 
@@ -100,7 +109,9 @@ std::string shm_context::describe() const {
   s += settings_.mode == put_mode::cma ? "cross-memory attach" : "pipelined copy";
   s += " (channels " + std::to_string(settings_.nchannels) + ", chunk " +
        std::to_string(settings_.chunk_size) + " B x " + std::to_string(settings_.nslots) +
-       " slots); " + std::to_string(settings_.nlanes) + " inbox lanes; cross-memory attach " +
+       " slots); user puts and gets by " +
+       (settings_.rma_by_cma && cma_ok_ ? "cross-memory attach" : "pipelined copy") + "; " +
+       std::to_string(settings_.nlanes) + " inbox lanes; cross-memory attach " +
        (cma_ok_ ? "permitted" : "not permitted");
   return s;
 }
@@ -109,16 +120,24 @@ std::unique_ptr<device> shm_context::alloc_device(int index, const device_config
   return std::make_unique<shm_device>(*this, index, cfg);
 }
 
-// Shared memory needs no registration: the target copies into its own memory, or a peer
-// writes through cross-memory attach. The key is unused.
+// Shared memory pins nothing: registration records the region in this rank's table, which
+// every access checks and holds (see regions.hpp).
 mr_t shm_context::register_memory(void* base, size_t size) {
-  return mr_t{base, size, 0, nullptr};
+  rkey_t k = regions_->add(base, size);
+  return mr_t{base, size, k.key, k.generation, nullptr};
 }
 void shm_context::deregister_memory(mr_t& mr) {
+  regions_->retire(rkey_t{mr.key, mr.generation});
+}
+bool shm_context::region_idle(const mr_t& mr) {
+  return regions_->idle(rkey_t{mr.key, mr.generation});
+}
+void shm_context::release_region(mr_t& mr) {
+  regions_->recycle(rkey_t{mr.key, mr.generation});
   mr = mr_t{};
 }
-rkey_t shm_context::get_rkey(const mr_t&) {
-  return rkey_t{};
+rkey_t shm_context::get_rkey(const mr_t& mr) {
+  return rkey_t{mr.key, mr.generation};
 }
 
 // ---- device -------------------------------------------------------------------------------
@@ -179,7 +198,33 @@ shm_device::shm_device(shm_context& ctx, int index, const device_config& cfg)
   // orders these initialising stores before their first access.
 
   peers_.resize(size_t(n));
-  if (n > 1) b.put(key("seg", ctx.context_id(), index, me), name);
+  if (n > 1) {
+    // Settings first, through the bootstrap, so that every rank of a mismatched job names
+    // both sides before anyone touches (or, failing, unlinks) a segment.
+    auto describe = [](int rank, const std::string& g) {
+      unsigned long long cell = 0, cells = 0, lanes = 0, chans = 0, chunk = 0, slots = 0;
+      sscanf(g.c_str(), "%llu %llu %llu %llu %llu %llu", &cell, &cells, &lanes, &chans, &chunk,
+             &slots);
+      return "rank " + std::to_string(rank) + " has " + std::to_string(cells) + " cells of " +
+             std::to_string(cell) + " B in " + std::to_string(lanes) + " lanes, " +
+             std::to_string(chans) + " channels of " + std::to_string(slots) + " x " +
+             std::to_string(chunk) + " B";
+    };
+    const std::string mine = std::to_string(geo_.cell_size) + " " + std::to_string(geo_.ncells) +
+                             " " + std::to_string(geo_.nlanes) + " " +
+                             std::to_string(geo_.nchannels) + " " +
+                             std::to_string(geo_.chunk_size) + " " + std::to_string(geo_.nslots);
+    b.put(key("geo", ctx.context_id(), index, me), mine);
+    for (int r = 0; r < n; ++r) {
+      std::string theirs = b.get(key("geo", ctx.context_id(), index, r));
+      if (theirs != mine)
+        util::fail("alloc_device (shm)", "device geometry",
+                   describe(me, mine) + "; " + describe(r, theirs),
+                   "devices of the same index must be allocated with the same settings "
+                   "(WEFT_PACKET_SIZE, WEFT_INBOX_DEPTH, WEFT_SHM_*)");
+    }
+    b.put(key("seg", ctx.context_id(), index, me), name);
+  }
   for (int r = 0; r < n; ++r) {
     auto p = std::make_unique<peer>();
     if (r == me) {
@@ -194,24 +239,10 @@ shm_device::shm_device(shm_context& ctx, int index, const device_config& cfg)
         util::fail("alloc_device (shm)", "peer segment of rank " + std::to_string(r),
                    std::to_string(ph->layout),
                    "not a Weft shm segment of layout version " + std::to_string(layout_version));
-      auto describe = [](int rank, uint64_t cell, uint64_t cells, uint64_t lanes, uint64_t chans,
-                         uint64_t chunk, uint64_t slots) {
-        return "rank " + std::to_string(rank) + " has " + std::to_string(cells) + " cells of " +
-               std::to_string(cell) + " B in " + std::to_string(lanes) + " lanes, " +
-               std::to_string(chans) + " channels of " + std::to_string(slots) + " x " +
-               std::to_string(chunk) + " B";
-      };
       if (ph->cell_size != geo_.cell_size || ph->ncells != geo_.ncells ||
-          ph->chunk_size != geo_.chunk_size || ph->nslots != geo_.nslots ||
-          ph->nchannels != geo_.nchannels || ph->nlanes != geo_.nlanes)
-        util::fail("alloc_device (shm)", "device geometry",
-                   describe(me, geo_.cell_size, geo_.ncells, geo_.nlanes, geo_.nchannels,
-                            geo_.chunk_size, geo_.nslots) +
-                       "; " +
-                       describe(r, ph->cell_size, ph->ncells, ph->nlanes, ph->nchannels,
-                                ph->chunk_size, ph->nslots),
-                   "devices of the same index must be allocated with the same settings "
-                   "(WEFT_PACKET_SIZE, WEFT_INBOX_DEPTH, WEFT_SHM_*)");
+          ph->nlanes != geo_.nlanes || ph->nchannels != geo_.nchannels)
+        util::fail("alloc_device (shm)", "peer segment of rank " + std::to_string(r), "header",
+                   "disagrees with the settings the peer published");
       if (p->seg.size() < geo_.total())
         util::fail("alloc_device (shm)", "peer segment of rank " + std::to_string(r),
                    std::to_string(p->seg.size()) + " bytes",
@@ -228,20 +259,9 @@ shm_device::shm_device(shm_context& ctx, int index, const device_config& cfg)
       reinterpret_cast<segment_header*>(p->base)->attached.fetch_add(1, std::memory_order_acq_rel);
     peers_[size_t(r)] = std::move(p);
   }
-  if (n > 1) {
-    // Once every peer has mapped this segment its name can go: a crash from now on leaves
-    // no file in /dev/shm.
-    auto* hdr = reinterpret_cast<segment_header*>(own_base_);
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-    while (hdr->attached.load(std::memory_order_acquire) < uint32_t(n - 1)) {
-      if (std::chrono::steady_clock::now() > deadline)
-        util::fail("alloc_device (shm)", "peers attached",
-                   std::to_string(hdr->attached.load()) + " of " + std::to_string(n - 1),
-                   "peers did not map this device's segment within 120 s");
-      sched_yield();
-    }
-    own_.unlink();
-  }
+  if (n > 1)
+    own_.unlink_when_attached(reinterpret_cast<segment_header*>(own_base_)->attached,
+                              uint32_t(n - 1), "device segment");
 }
 
 shm_device::~shm_device() = default;
@@ -297,24 +317,8 @@ bool shm_device::try_send(int rank, const void* hdr, size_t hdr_len, const void*
   return enqueue(rank, kind_message, hdr, hdr_len, payload, len);
 }
 
-bool shm_device::try_put(int rank, const void* src, size_t size, uint64_t remote_addr, rkey_t,
-                         bool notify, uint64_t imm, void* ctx) {
-  const int me = ctx_.boot().rank();
-  if (ctx_.config().mode == put_mode::cma || size == 0) {
-    if (size) {
-      int err = rank == me ? (memmove(reinterpret_cast<void*>(remote_addr), src, size), 0)
-                           : cma_write(peers_[size_t(rank)]->pid, src, remote_addr, size);
-      if (err)
-        util::fail("put (shm, cross-memory attach)", "rank", std::to_string(rank), strerror(err));
-    }
-    if (notify) {
-      put_done_msg m{imm};
-      if (!enqueue(rank, kind_put_done, &m, sizeof(m), nullptr, 0))
-        events_.add(local_event{local_event::notify, rank, nullptr, imm});
-    }
-    events_.add(local_event{local_event::put_done, rank, ctx, 0});
-    return true;
-  }
+// A channel of this device for one pipelined transfer, or c == nchannels when all are busy.
+uint32_t shm_device::claim_channel() {
   uint32_t c = 0;
   for (; c < geo_.nchannels; ++c) {
     uint32_t expect = 0;
@@ -323,38 +327,158 @@ bool shm_device::try_put(int rank, const void* src, size_t size, uint64_t remote
         ch->busy.compare_exchange_strong(expect, 1, std::memory_order_acquire))
       break;
   }
+  if (c < geo_.nchannels) {
+    auto* ch = channel_of(own_base_, c);
+    ch->written.store(0, std::memory_order_relaxed);
+    ch->consumed.store(0, std::memory_order_relaxed);
+    ch->verdict.store(verdict_pending, std::memory_order_relaxed);
+  }
+  return c;
+}
+
+void shm_device::send_note(int rank, const void* note, size_t len) {
+  notify_msg m{};
+  memcpy(m.note, note, len);
+  if (!enqueue(rank, kind_notify, &m, len, nullptr, 0)) {
+    local_event e{local_event::notify, rank, nullptr, true, uint32_t(len), {}};
+    memcpy(e.note, note, len);
+    events_.add(e);
+  }
+}
+
+void shm_device::refused(const char* op, int rank, rkey_t k, uint64_t addr, size_t size,
+                         const char* why) {
+  WEFT_LOG(warn,
+           "shm: %s of %zu bytes at 0x%llx in region %llu (generation %llu) of rank %d "
+           "refused: %s",
+           op, size, static_cast<unsigned long long>(addr), static_cast<unsigned long long>(k.key),
+           static_cast<unsigned long long>(k.generation), rank, why);
+}
+
+const char* shm_device::check_remote(int rank, uint64_t remote_addr, size_t size, rkey_t k) {
+  return ctx_.regions().check(rank, k, remote_addr, size);
+}
+
+bool shm_device::try_put(int rank, const void* src, size_t size, uint64_t remote_addr, rkey_t k,
+                         const void* note, size_t note_len, void* ctx) {
+  const int me = ctx_.boot().rank();
+  // Rendezvous data (key 0) moves as WEFT_SHM_PUT says; a user's put by cross-memory attach
+  // when permitted (WEFT_SHM_RMA), since then it needs no CPU of the target.
+  const bool direct = k.key == 0 ? ctx_.config().mode == put_mode::cma
+                                 : ctx_.config().rma_by_cma && ctx_.cma_permitted();
+  if (direct || size == 0 || rank == me) {
+    auto& regions = ctx_.regions();
+    if (const char* why = regions.acquire(rank, k, remote_addr, size)) {
+      refused("put", rank, k, remote_addr, size, why);
+      events_.add(local_event{local_event::put_done, rank, ctx, false, 0, {}});
+      return true;
+    }
+    int err = 0;
+    if (size)
+      err = rank == me ? (memmove(reinterpret_cast<void*>(remote_addr), src, size), 0)
+                       : cma_write(peers_[size_t(rank)]->pid, src, remote_addr, size);
+    regions.release(rank, k);
+    if (err)
+      util::fail("put (shm, cross-memory attach)", "rank", std::to_string(rank), strerror(err));
+    if (note_len) send_note(rank, note, note_len);
+    events_.add(local_event{local_event::put_done, rank, ctx, true, 0, {}});
+    return true;
+  }
+  const uint32_t c = claim_channel();
   if (c == geo_.nchannels) return false;
-  auto* ch = channel_of(own_base_, c);
-  ch->written.store(0, std::memory_order_relaxed);
-  ch->consumed.store(0, std::memory_order_relaxed);
-  put_start_msg m{remote_addr, size, imm, c, notify ? 1u : 0u};
+  put_start_msg m{remote_addr, size, k.key, k.generation, 0, c, uint16_t(note_len), 0, {}};
+  if (note_len) memcpy(m.note, note, note_len);
   if (!enqueue(rank, kind_put_start, &m, sizeof(m), nullptr, 0)) {
-    ch->busy.store(0, std::memory_order_release);
+    channel_of(own_base_, c)->busy.store(0, std::memory_order_release);
     return false;
   }
-  outgoing_.add(outgoing_put{rank, c, static_cast<const char*>(src), size, 0, ctx});
+  outgoing_.add(outgoing_put{rank, c, static_cast<const char*>(src), size, 0, ctx, false, {}});
   return true;
 }
 
-bool shm_device::try_get(int rank, void* dst, size_t size, uint64_t remote_addr, rkey_t,
-                         void* ctx) {
-  if (!ctx_.cma_permitted() && rank != ctx_.boot().rank())
-    util::fail("get (shm)", "rank", std::to_string(rank),
-               "get needs cross-memory attach, which this system does not permit");
-  if (size) {
-    int err = rank == ctx_.boot().rank()
-                  ? (memmove(dst, reinterpret_cast<void*>(remote_addr), size), 0)
-                  : cma_read(peers_[size_t(rank)]->pid, dst, remote_addr, size);
+bool shm_device::try_get(int rank, void* dst, size_t size, uint64_t remote_addr, rkey_t k,
+                         const void* note, size_t note_len, void* ctx) {
+  const int me = ctx_.boot().rank();
+  if (rank == me || size == 0 || (ctx_.cma_permitted() && ctx_.config().rma_by_cma)) {
+    auto& regions = ctx_.regions();
+    if (const char* why = regions.acquire(rank, k, remote_addr, size)) {
+      refused("get", rank, k, remote_addr, size, why);
+      events_.add(local_event{local_event::get_done, rank, ctx, false, 0, {}});
+      return true;
+    }
+    int err = 0;
+    if (size)
+      err = rank == me ? (memmove(dst, reinterpret_cast<void*>(remote_addr), size), 0)
+                       : cma_read(peers_[size_t(rank)]->pid, dst, remote_addr, size);
+    regions.release(rank, k);
     if (err)
       util::fail("get (shm, cross-memory attach)", "rank", std::to_string(rank), strerror(err));
+    if (note_len) send_note(rank, note, note_len);
+    events_.add(local_event{local_event::get_done, rank, ctx, true, 0, {}});
+    return true;
   }
-  events_.add(local_event{local_event::get_done, rank, ctx, 0});
+  // Pipelined: the target streams the region back through one of its channels.
+  get_request_msg m{remote_addr,
+                    size,
+                    k.key,
+                    k.generation,
+                    reinterpret_cast<uint64_t>(dst),
+                    reinterpret_cast<uint64_t>(ctx),
+                    uint32_t(note_len),
+                    0,
+                    {}};
+  if (note_len) memcpy(m.note, note, note_len);
+  {
+    util::lock_guard<util::spinlock> g(gets_lock_);
+    gets_.push_back(pending_get{rank, m.ctx, static_cast<char*>(dst), size});
+  }
+  if (!enqueue(rank, kind_get_request, &m, sizeof(m), nullptr, 0)) {
+    take_get(rank, m.ctx);
+    return false;
+  }
+  return true;
+}
+
+bool shm_device::take_get(int rank, uint64_t ctx, pending_get* out) {
+  util::lock_guard<util::spinlock> g(gets_lock_);
+  for (size_t i = 0; i < gets_.size(); ++i) {
+    if (gets_[i].rank == rank && gets_[i].ctx == ctx) {
+      if (out) *out = gets_[i];
+      gets_[i] = gets_.back();
+      gets_.pop_back();
+      return true;
+    }
+  }
+  return false;
+}
+
+// The target of a pipelined get: check and hold the region, then stream it back.
+bool shm_device::serve_get(int rank, const get_request_msg& m) {
+  const uint32_t c = claim_channel();
+  if (c == geo_.nchannels) return false;
+  put_start_msg p{m.dst, m.size, 0, 0, m.ctx, c, 0, 1, {}};
+  if (!enqueue(rank, kind_put_start, &p, sizeof(p), nullptr, 0)) {
+    channel_of(own_base_, c)->busy.store(0, std::memory_order_release);
+    return false;
+  }
+  outgoing_put o{rank,
+                 c,
+                 reinterpret_cast<const char*>(m.remote_addr),
+                 m.size,
+                 0,
+                 nullptr,
+                 true,
+                 rkey_t{m.key, m.generation}};
+  o.note_len = m.note_len;
+  memcpy(o.note, m.note, sizeof(o.note));
+  outgoing_.add(o);
   return true;
 }
 
 void shm_device::handle_cell(sink& s, const cell_header* c) {
   const char* data = reinterpret_cast<const char*>(c + 1);
   const int src = c->src;
+  const int me = ctx_.boot().rank();
   if (src >= int(peers_.size()) || c->len > max_message_size()) {
     WEFT_LOG(error, "shm: dropped a cell with source %d and length %u (corrupt queue?)", src,
              c->len);
@@ -366,24 +490,60 @@ void shm_device::handle_cell(sink& s, const cell_header* c) {
       put_start_msg m;
       if (c->len != sizeof(m)) break;
       memcpy(&m, data, sizeof(m));
-      if (m.channel >= geo_.nchannels) break;
+      if (m.channel >= geo_.nchannels || m.note_len > sizeof(m.note)) break;
       char* base = peers_[size_t(src)]->base;
       auto* ch = channel_of(base, m.channel);
-      if (m.size == 0) {
-        ch->busy.store(0, std::memory_order_release);
-        if (m.notify) s.on_put_remote_done(src, m.imm);
+      char* dst = reinterpret_cast<char*>(m.remote_addr);
+      rkey_t k{m.key, m.generation};
+      if (m.get_reply) {
+        // The answer to our own get: the destination is the one we asked for.
+        pending_get g;
+        if (!take_get(src, m.get_ctx, &g) || g.size != m.size) {
+          WEFT_LOG(error, "shm: rank %d streams an answer to an unknown get", src);
+          ch->verdict.store(verdict_refused, std::memory_order_release);
+          return;
+        }
+        dst = g.dst;
+        k = rkey_t{};
+      } else if (const char* why = ctx_.regions().acquire(me, k, m.remote_addr, m.size)) {
+        refused("put from a peer", me, k, m.remote_addr, m.size, why);
+        ch->verdict.store(verdict_refused, std::memory_order_release);
         return;
       }
-      incoming_.add(incoming_put{src, ch, slots_of(base, m.channel),
-                                 reinterpret_cast<char*>(m.remote_addr), m.size, 0, m.notify != 0,
-                                 m.imm});
+      ch->verdict.store(verdict_accepted, std::memory_order_release);
+      incoming_put in{src, ch,        slots_of(base, m.channel), dst,        m.size, 0,
+                      k,   m.get_ctx, m.get_reply != 0,          m.note_len, {}};
+      memcpy(in.note, m.note, sizeof(in.note));
+      incoming_.add(in);
       return;
     }
-    case kind_put_done: {
-      put_done_msg m;
+    case kind_notify: {
+      if (c->len == 0 || c->len > sizeof(notify_msg)) break;
+      s.on_remote_notify(src, data, c->len);
+      return;
+    }
+    case kind_get_request: {
+      get_request_msg m;
       if (c->len != sizeof(m)) break;
       memcpy(&m, data, sizeof(m));
-      s.on_put_remote_done(src, m.imm);
+      if (m.note_len > sizeof(m.note)) break;
+      rkey_t k{m.key, m.generation};
+      if (k.key == 0) break;  // a peer's get always names a registered region
+      if (const char* why = ctx_.regions().acquire(me, k, m.remote_addr, m.size)) {
+        refused("get by a peer", me, k, m.remote_addr, m.size, why);
+        get_refused_msg r{m.ctx};
+        if (!enqueue(src, kind_get_refused, &r, sizeof(r), nullptr, 0))
+          deferred_.add(deferred{src, true, m});
+        return;
+      }
+      if (!serve_get(src, m)) deferred_.add(deferred{src, false, m});
+      return;
+    }
+    case kind_get_refused: {
+      get_refused_msg m;
+      if (c->len != sizeof(m)) break;
+      memcpy(&m, data, sizeof(m));
+      if (take_get(src, m.ctx)) s.on_get_done(reinterpret_cast<void*>(m.ctx), false);
       return;
     }
     default: break;
@@ -428,10 +588,20 @@ size_t shm_device::poll(sink& s, size_t max) {
   for (size_t k = 0; k < geo_.nlanes && n < max; ++k)
     n += drain_lane(s, own_lanes_[(first + k) % geo_.nlanes], max - n);
 
+  const int me = ctx_.boot().rank();
   const size_t chunk = geo_.chunk_size, nslots = geo_.nslots;
   n += outgoing_.advance([&](outgoing_put& o) {
     auto* ch = channel_of(own_base_, o.channel);
     char* slots = slots_of(own_base_, o.channel);
+    const uint32_t verdict = ch->verdict.load(std::memory_order_acquire);
+    if (verdict == verdict_refused) {
+      ch->busy.store(0, std::memory_order_release);
+      if (o.get_reply)
+        ctx_.regions().release(me, o.held);
+      else
+        s.on_put_local_done(o.ctx, false);
+      return true;
+    }
     const uint64_t total = nchunks(o.size);
     while (o.next_chunk < total &&
            o.next_chunk - ch->consumed.load(std::memory_order_acquire) < nslots) {
@@ -440,8 +610,17 @@ size_t shm_device::poll(sink& s, size_t max) {
       ++o.next_chunk;
       ch->written.store(o.next_chunk, std::memory_order_release);
     }
-    if (o.next_chunk < total) return false;
-    s.on_put_local_done(o.ctx);
+    // Done once the target has accepted the region and copied every byte out: a put is
+    // complete at its source only when its data is visible at the target.
+    if (o.next_chunk < total || verdict != verdict_accepted ||
+        ch->consumed.load(std::memory_order_acquire) < total)
+      return false;
+    if (o.get_reply) {
+      ctx_.regions().release(me, o.held);
+      if (o.note_len) s.on_remote_notify(o.rank, o.note, o.note_len);
+    } else {
+      s.on_put_local_done(o.ctx, true);
+    }
     return true;
   });
 
@@ -456,18 +635,29 @@ size_t shm_device::poll(sink& s, size_t max) {
       in.channel->consumed.store(in.consumed, std::memory_order_release);
     }
     if (in.consumed < total) return false;
+    ctx_.regions().release(me, in.held);
     in.channel->busy.store(0, std::memory_order_release);
-    if (in.notify) s.on_put_remote_done(in.rank, in.imm);
+    if (in.get_reply)
+      s.on_get_done(reinterpret_cast<void*>(in.get_ctx), true);
+    else if (in.note_len)
+      s.on_remote_notify(in.rank, in.note, in.note_len);
     return true;
+  });
+
+  n += deferred_.advance([&](deferred& d) {
+    if (!d.refuse) return serve_get(d.rank, d.req);
+    get_refused_msg r{d.req.ctx};
+    return enqueue(d.rank, kind_get_refused, &r, sizeof(r), nullptr, 0);
   });
 
   n += events_.advance([&](local_event& e) {
     switch (e.kind) {
-      case local_event::put_done: s.on_put_local_done(e.ctx); return true;
-      case local_event::get_done: s.on_get_done(e.ctx); return true;
+      case local_event::put_done: s.on_put_local_done(e.ctx, e.ok); return true;
+      case local_event::get_done: s.on_get_done(e.ctx, e.ok); return true;
       case local_event::notify: {
-        put_done_msg m{e.imm};
-        return enqueue(e.rank, kind_put_done, &m, sizeof(m), nullptr, 0);
+        notify_msg m{};
+        memcpy(m.note, e.note, e.note_len);
+        return enqueue(e.rank, kind_notify, &m, e.note_len, nullptr, 0);
       }
     }
     return true;
@@ -490,13 +680,27 @@ void shm_device::wait_for_message(uint32_t timeout_us) {
 }
 
 void shm_device::forget_peer(int rank) {
+  const int me = ctx_.boot().rank();
   outgoing_.remove_if([&](const outgoing_put& o) {
     if (o.rank != rank) return false;
     channel_of(own_base_, o.channel)->busy.store(0, std::memory_order_release);
+    if (o.get_reply) ctx_.regions().release(me, o.held);
     return true;
   });
-  incoming_.remove_if([rank](const incoming_put& in) { return in.rank == rank; });
-  events_.remove_if([rank](const local_event& e) { return e.rank == rank; });
+  incoming_.remove_if([&](const incoming_put& in) {
+    if (in.rank != rank) return false;
+    ctx_.regions().release(me, in.held);
+    return true;
+  });
+  deferred_.remove_if([&](const deferred& d) {
+    if (d.rank != rank) return false;
+    if (!d.refuse) ctx_.regions().release(me, rkey_t{d.req.key, d.req.generation});
+    return true;
+  });
+  events_.remove_if(
+      [rank](const local_event& e) { return e.rank == rank && e.kind == local_event::notify; });
+  util::lock_guard<util::spinlock> g(gets_lock_);
+  std::erase_if(gets_, [rank](const pending_get& p) { return p.rank == rank; });
 }
 
 bool shm_device::peer_alive(int rank) {

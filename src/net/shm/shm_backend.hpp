@@ -11,6 +11,7 @@
 
 #include "net/backend.hpp"
 #include "net/shm/layout.hpp"
+#include "net/shm/regions.hpp"
 #include "net/shm/segment.hpp"
 #include "net/shm/work_list.hpp"
 
@@ -24,6 +25,8 @@ struct settings {
   size_t chunk_size;
   size_t nslots;
   size_t nlanes;
+  size_t nregions;
+  bool rma_by_cma;  // user puts and gets by cross-memory attach (when permitted)
 };
 
 class shm_context;
@@ -38,9 +41,10 @@ class shm_device final : public device {
   bool try_send(int rank, const void* hdr, size_t hdr_len, const void* payload,
                 size_t len) override;
   bool try_put(int rank, const void* src, size_t size, uint64_t remote_addr, rkey_t rkey,
-               bool notify, uint64_t imm, void* ctx) override;
+               const void* note, size_t note_len, void* ctx) override;
   bool try_get(int rank, void* dst, size_t size, uint64_t remote_addr, rkey_t rkey,
-               void* ctx) override;
+               const void* note, size_t note_len, void* ctx) override;
+  const char* check_remote(int rank, uint64_t remote_addr, size_t size, rkey_t rkey) override;
   size_t poll(sink& s, size_t max) override;
   bool peer_alive(int rank) override;
   void forget_peer(int rank) override;
@@ -66,6 +70,10 @@ class shm_device final : public device {
     size_t size;
     uint64_t next_chunk;
     void* ctx;
+    bool get_reply;  // streams our region back to a peer's get
+    rkey_t held;     // get_reply: the region we hold until the data is staged
+    uint32_t note_len = 0;
+    char note[max_note_size] = {};
   };
   struct incoming_put {
     int rank;
@@ -74,18 +82,39 @@ class shm_device final : public device {
     char* dst;
     size_t size;
     uint64_t consumed;
-    bool notify;
-    uint64_t imm;
+    rkey_t held;  // our region, held until the copy is done
+    uint64_t get_ctx;
+    bool get_reply;  // the answer to our get with context get_ctx
+    uint32_t note_len;
+    char note[max_note_size];
   };
   struct local_event {
     enum { put_done, get_done, notify } kind;
     int rank;
     void* ctx;
-    uint64_t imm;
+    bool ok;
+    uint32_t note_len;
+    char note[max_note_size];
+  };
+  struct pending_get {  // a pipelined get of ours, waiting for the target's stream
+    int rank;
+    uint64_t ctx;
+    char* dst;
+    size_t size;
+  };
+  struct deferred {  // a peer's get we could not answer at once (no channel, full queue)
+    int rank;
+    bool refuse;
+    get_request_msg req;
   };
 
   bool enqueue(int rank, uint8_t kind, const void* a, size_t alen, const void* b, size_t blen);
   void handle_cell(sink& s, const cell_header* c);
+  uint32_t claim_channel();
+  void send_note(int rank, const void* note, size_t len);
+  void refused(const char* op, int rank, rkey_t k, uint64_t addr, size_t size, const char* why);
+  bool take_get(int rank, uint64_t ctx, pending_get* out = nullptr);
+  bool serve_get(int rank, const get_request_msg& m);
   size_t drain_lane(sink& s, const lane& ln, size_t max);
   channel_header* channel_of(char* base, uint32_t c) const;
   char* slots_of(char* base, uint32_t c) const;
@@ -103,6 +132,9 @@ class shm_device final : public device {
   work_list<outgoing_put> outgoing_;
   work_list<incoming_put> incoming_;
   work_list<local_event> events_;
+  work_list<deferred> deferred_;
+  util::spinlock gets_lock_;
+  std::vector<pending_get> gets_;
 };
 
 class shm_context final : public context {
@@ -112,6 +144,8 @@ class shm_context final : public context {
   std::unique_ptr<device> alloc_device(int index, const device_config& cfg) override;
   mr_t register_memory(void* base, size_t size) override;
   void deregister_memory(mr_t& mr) override;
+  bool region_idle(const mr_t& mr) override;
+  void release_region(mr_t& mr) override;
   rkey_t get_rkey(const mr_t& mr) override;
   std::string describe() const override;
 
@@ -120,6 +154,7 @@ class shm_context final : public context {
   const settings& config() const { return settings_; }
   bool cma_permitted() const { return cma_ok_; }
   pid_t pid_of(int rank) const { return pids_[size_t(rank)]; }
+  region_table& regions() { return *regions_; }
 
  private:
   std::shared_ptr<bootstrap::bootstrap> boot_;
@@ -127,6 +162,7 @@ class shm_context final : public context {
   settings settings_;
   bool cma_ok_ = false;
   std::vector<pid_t> pids_;
+  std::unique_ptr<region_table> regions_;
 };
 
 }  // namespace weft::net::shm

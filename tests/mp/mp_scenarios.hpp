@@ -1,0 +1,7 @@
+// Scenarios defined outside mp_test.cpp, run through its table.
+#pragma once
+
+int scenario_rma();
+int scenario_rma_errors();
+int scenario_rma_threads();
+int scenario_rma_big();
