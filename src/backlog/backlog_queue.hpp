@@ -26,11 +26,16 @@ class backlog_queue {
   bool empty() const { return size_.load(std::memory_order_acquire) == 0; }
   size_t size() const { return size_.load(std::memory_order_acquire); }
 
-  // Tries each queued item once, in order. One thread at a time (try-lock).
+  // Tries the queued items in order, each at most once, and stops after a run of
+  // `max_failures` items that could not go yet (they move to the back, so the next drain
+  // starts with others). Without that stop, a backlog of n signals waiting on one full
+  // completion queue made every progress call cost n: 40000 active messages into a queue
+  // of 1024 took 17.7 s. One thread at a time (try-lock).
+  static constexpr size_t max_failures = 32;
   size_t drain() {
     if (empty() || !drain_lock_.try_lock()) return 0;
-    size_t n = size(), done = 0;
-    for (size_t i = 0; i < n; ++i) {
+    size_t n = size(), done = 0, failures = 0;
+    for (size_t i = 0; i < n && failures < max_failures; ++i) {
       item it;
       {
         util::lock_guard<util::spinlock> g(lock_);
@@ -41,7 +46,9 @@ class backlog_queue {
       if (it()) {
         size_.fetch_sub(1, std::memory_order_release);
         ++done;
+        failures = 0;
       } else {
+        ++failures;
         util::lock_guard<util::spinlock> g(lock_);
         q_.push_back(std::move(it));
       }
