@@ -80,26 +80,24 @@ int scenario_rma() {
           else
             fill(w.base() + disp, size, size_t(case_no) * 10 + size_t(w.me));
           weft::barrier();
+          // The handler cases go through post_comm_x (Table 1's generic form), the others
+          // through post_put_x / post_get_x.
           auto post = [&] {
-            auto x = put ? weft::post_put_x(w.to, local.data(), size, lc.comp, disp, w.to_rmr)
-                               .tag(tag)
-                               .user_context(&marker)()
-                         : weft::post_get_x(w.to, local.data(), size, lc.comp, disp, w.to_rmr)
-                               .tag(tag)
-                               .user_context(&marker)();
-            return x;
+            auto finish = [&](auto x) {
+              x.tag(tag).user_context(&marker);
+              if (notify) x.remote_comp(rc);
+              return x();
+            };
+            if (k == comp_kind::handler)
+              return finish(weft::post_comm_x(put ? weft::direction_t::OUT : weft::direction_t::IN,
+                                              w.to, local.data(), size, lc.comp)
+                                .remote_buffer(w.to_rmr)
+                                .remote_disp(disp));
+            if (put)
+              return finish(weft::post_put_x(w.to, local.data(), size, lc.comp, disp, w.to_rmr));
+            return finish(weft::post_get_x(w.to, local.data(), size, lc.comp, disp, w.to_rmr));
           };
-          weft::status_t s = notify ? post_until([&] {
-            return put ? weft::post_put_x(w.to, local.data(), size, lc.comp, disp, w.to_rmr)
-                             .tag(tag)
-                             .user_context(&marker)
-                             .remote_comp(rc)()
-                       : weft::post_get_x(w.to, local.data(), size, lc.comp, disp, w.to_rmr)
-                             .tag(tag)
-                             .user_context(&marker)
-                             .remote_comp(rc)();
-          })
-                                    : post_until(post);
+          weft::status_t s = post_until(post);
           CHECK(s.error.is_posted());
           weft::status_t done = lc.wait();
           CHECK(done.error.is_done());
@@ -160,7 +158,7 @@ struct recording_sink final : weft::net::sink {
 // would): nothing is written or read.
 int scenario_rma_errors() {
   windows w(4096);
-  const int me = w.me, to = w.to;
+  const int to = w.to;
   char buf[64] = {};
   weft::comp_t sync = weft::alloc_sync();
   std::string e;
@@ -250,7 +248,6 @@ int scenario_rma_errors() {
   weft::barrier();
   weft::free_device(&raw);
   weft::free_comp(&sync);
-  (void)me;
   return finish("rma_errors");
 }
 

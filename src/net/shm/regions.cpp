@@ -1,9 +1,5 @@
 #include "net/shm/regions.hpp"
 
-#include <sched.h>
-
-#include <chrono>
-
 #include "bootstrap/bootstrap.hpp"
 #include "util/fail.hpp"
 

@@ -346,8 +346,8 @@ void shm_device::send_note(int rank, const void* note, size_t len) {
   }
 }
 
-void shm_device::refused(const char* op, int rank, rkey_t k, uint64_t addr, size_t size,
-                         const char* why) {
+void shm_device::log_refusal(const char* op, int rank, rkey_t k, uint64_t addr, size_t size,
+                             const char* why) {
   WEFT_LOG(warn,
            "shm: %s of %zu bytes at 0x%llx in region %llu (generation %llu) of rank %d "
            "refused: %s",
@@ -359,62 +359,69 @@ const char* shm_device::check_remote(int rank, uint64_t remote_addr, size_t size
   return ctx_.regions().check(rank, k, remote_addr, size);
 }
 
+// A put (write) or get done at once by the initiator: check and hold the target's region,
+// copy (memmove to itself, cross-memory attach to a peer), release, notify the target,
+// and report completion at the next poll.
+void shm_device::direct_access(bool write, int rank, void* local, size_t size, uint64_t remote_addr,
+                               rkey_t k, const void* note, size_t note_len, void* ctx) {
+  const auto done = write ? local_event::put_done : local_event::get_done;
+  auto& regions = ctx_.regions();
+  if (const char* why = regions.acquire(rank, k, remote_addr, size)) {
+    log_refusal(write ? "put" : "get", rank, k, remote_addr, size, why);
+    events_.add(local_event{done, rank, ctx, false, 0, {}});
+    return;
+  }
+  int err = 0;
+  if (size) {
+    auto* remote = reinterpret_cast<void*>(remote_addr);
+    if (rank == ctx_.boot().rank())
+      write ? memmove(remote, local, size) : memmove(local, remote, size);
+    else if (write)
+      err = cma_write(peers_[size_t(rank)]->pid, local, remote_addr, size);
+    else
+      err = cma_read(peers_[size_t(rank)]->pid, local, remote_addr, size);
+  }
+  regions.release(rank, k);
+  if (err)
+    util::fail(write ? "put (shm, cross-memory attach)" : "get (shm, cross-memory attach)", "rank",
+               std::to_string(rank), strerror(err));
+  if (note_len) send_note(rank, note, note_len);
+  events_.add(local_event{done, rank, ctx, true, 0, {}});
+}
+
+// Claims a channel for `m` and announces it to `rank`; false when no channel is free or the
+// peer's queue is full (nothing claimed then).
+bool shm_device::start_stream(int rank, put_start_msg& m) {
+  m.channel = claim_channel();
+  if (m.channel == geo_.nchannels) return false;
+  if (enqueue(rank, kind_put_start, &m, sizeof(m), nullptr, 0)) return true;
+  channel_of(own_base_, m.channel)->busy.store(0, std::memory_order_release);
+  return false;
+}
+
 bool shm_device::try_put(int rank, const void* src, size_t size, uint64_t remote_addr, rkey_t k,
                          const void* note, size_t note_len, void* ctx) {
-  const int me = ctx_.boot().rank();
   // Rendezvous data (key 0) moves as WEFT_SHM_PUT says; a user's put by cross-memory attach
   // when permitted (WEFT_SHM_RMA), since then it needs no CPU of the target.
   const bool direct = k.key == 0 ? ctx_.config().mode == put_mode::cma
                                  : ctx_.config().rma_by_cma && ctx_.cma_permitted();
-  if (direct || size == 0 || rank == me) {
-    auto& regions = ctx_.regions();
-    if (const char* why = regions.acquire(rank, k, remote_addr, size)) {
-      refused("put", rank, k, remote_addr, size, why);
-      events_.add(local_event{local_event::put_done, rank, ctx, false, 0, {}});
-      return true;
-    }
-    int err = 0;
-    if (size)
-      err = rank == me ? (memmove(reinterpret_cast<void*>(remote_addr), src, size), 0)
-                       : cma_write(peers_[size_t(rank)]->pid, src, remote_addr, size);
-    regions.release(rank, k);
-    if (err)
-      util::fail("put (shm, cross-memory attach)", "rank", std::to_string(rank), strerror(err));
-    if (note_len) send_note(rank, note, note_len);
-    events_.add(local_event{local_event::put_done, rank, ctx, true, 0, {}});
+  if (direct || size == 0 || rank == ctx_.boot().rank()) {
+    direct_access(true, rank, const_cast<void*>(src), size, remote_addr, k, note, note_len, ctx);
     return true;
   }
-  const uint32_t c = claim_channel();
-  if (c == geo_.nchannels) return false;
-  put_start_msg m{remote_addr, size, k.key, k.generation, 0, c, uint16_t(note_len), 0, {}};
+  put_start_msg m{remote_addr, size, k.key, k.generation, 0, 0, uint16_t(note_len), 0, {}};
   if (note_len) memcpy(m.note, note, note_len);
-  if (!enqueue(rank, kind_put_start, &m, sizeof(m), nullptr, 0)) {
-    channel_of(own_base_, c)->busy.store(0, std::memory_order_release);
-    return false;
-  }
-  outgoing_.add(outgoing_put{rank, c, static_cast<const char*>(src), size, 0, ctx, false, {}});
+  if (!start_stream(rank, m)) return false;
+  outgoing_.add(
+      outgoing_put{rank, m.channel, static_cast<const char*>(src), size, 0, ctx, false, {}});
   return true;
 }
 
 bool shm_device::try_get(int rank, void* dst, size_t size, uint64_t remote_addr, rkey_t k,
                          const void* note, size_t note_len, void* ctx) {
-  const int me = ctx_.boot().rank();
-  if (rank == me || size == 0 || (ctx_.cma_permitted() && ctx_.config().rma_by_cma)) {
-    auto& regions = ctx_.regions();
-    if (const char* why = regions.acquire(rank, k, remote_addr, size)) {
-      refused("get", rank, k, remote_addr, size, why);
-      events_.add(local_event{local_event::get_done, rank, ctx, false, 0, {}});
-      return true;
-    }
-    int err = 0;
-    if (size)
-      err = rank == me ? (memmove(dst, reinterpret_cast<void*>(remote_addr), size), 0)
-                       : cma_read(peers_[size_t(rank)]->pid, dst, remote_addr, size);
-    regions.release(rank, k);
-    if (err)
-      util::fail("get (shm, cross-memory attach)", "rank", std::to_string(rank), strerror(err));
-    if (note_len) send_note(rank, note, note_len);
-    events_.add(local_event{local_event::get_done, rank, ctx, true, 0, {}});
+  if (rank == ctx_.boot().rank() || size == 0 ||
+      (ctx_.cma_permitted() && ctx_.config().rma_by_cma)) {
+    direct_access(false, rank, dst, size, remote_addr, k, note, note_len, ctx);
     return true;
   }
   // Pipelined: the target streams the region back through one of its channels.
@@ -452,17 +459,12 @@ bool shm_device::take_get(int rank, uint64_t ctx, pending_get* out) {
   return false;
 }
 
-// The target of a pipelined get: check and hold the region, then stream it back.
+// The target of a pipelined get, its region already held: stream the region back.
 bool shm_device::serve_get(int rank, const get_request_msg& m) {
-  const uint32_t c = claim_channel();
-  if (c == geo_.nchannels) return false;
-  put_start_msg p{m.dst, m.size, 0, 0, m.ctx, c, 0, 1, {}};
-  if (!enqueue(rank, kind_put_start, &p, sizeof(p), nullptr, 0)) {
-    channel_of(own_base_, c)->busy.store(0, std::memory_order_release);
-    return false;
-  }
+  put_start_msg p{m.dst, m.size, 0, 0, m.ctx, 0, 0, 1, {}};
+  if (!start_stream(rank, p)) return false;
   outgoing_put o{rank,
-                 c,
+                 p.channel,
                  reinterpret_cast<const char*>(m.remote_addr),
                  m.size,
                  0,
@@ -506,7 +508,7 @@ void shm_device::handle_cell(sink& s, const cell_header* c) {
         dst = g.dst;
         k = rkey_t{};
       } else if (const char* why = ctx_.regions().acquire(me, k, m.remote_addr, m.size)) {
-        refused("put from a peer", me, k, m.remote_addr, m.size, why);
+        log_refusal("put from a peer", me, k, m.remote_addr, m.size, why);
         ch->verdict.store(verdict_refused, std::memory_order_release);
         return;
       }
@@ -530,7 +532,7 @@ void shm_device::handle_cell(sink& s, const cell_header* c) {
       rkey_t k{m.key, m.generation};
       if (k.key == 0) break;  // a peer's get always names a registered region
       if (const char* why = ctx_.regions().acquire(me, k, m.remote_addr, m.size)) {
-        refused("get by a peer", me, k, m.remote_addr, m.size, why);
+        log_refusal("get by a peer", me, k, m.remote_addr, m.size, why);
         get_refused_msg r{m.ctx};
         if (!enqueue(src, kind_get_refused, &r, sizeof(r), nullptr, 0))
           deferred_.add(deferred{src, true, m});

@@ -112,7 +112,10 @@ class shm_device final : public device {
   void handle_cell(sink& s, const cell_header* c);
   uint32_t claim_channel();
   void send_note(int rank, const void* note, size_t len);
-  void refused(const char* op, int rank, rkey_t k, uint64_t addr, size_t size, const char* why);
+  void log_refusal(const char* op, int rank, rkey_t k, uint64_t addr, size_t size, const char* why);
+  void direct_access(bool write, int rank, void* local, size_t size, uint64_t remote_addr, rkey_t k,
+                     const void* note, size_t note_len, void* ctx);
+  bool start_stream(int rank, put_start_msg& m);
   bool take_get(int rank, uint64_t ctx, pending_get* out = nullptr);
   bool serve_get(int rank, const get_request_msg& m);
   size_t drain_lane(sink& s, const lane& ln, size_t max);
