@@ -617,6 +617,7 @@ size_t shm_device::poll(sink& s, size_t max) {
     if (o.next_chunk < total || verdict != verdict_accepted ||
         ch->consumed.load(std::memory_order_acquire) < total)
       return false;
+    ch->busy.store(0, std::memory_order_release);
     if (o.get_reply) {
       ctx_.regions().release(me, o.held);
       if (o.note_len) s.on_remote_notify(o.rank, o.note, o.note_len);
@@ -638,7 +639,8 @@ size_t shm_device::poll(sink& s, size_t max) {
     }
     if (in.consumed < total) return false;
     ctx_.regions().release(me, in.held);
-    in.channel->busy.store(0, std::memory_order_release);
+    // The channel stays busy: its owner frees it once it has seen the transfer complete.
+    // Freed here, the owner could claim it for a new transfer first and lose the old one.
     if (in.get_reply)
       s.on_get_done(reinterpret_cast<void*>(in.get_ctx), true);
     else if (in.note_len)
