@@ -238,6 +238,17 @@ struct comm_args {
   bool allow_posted = true;
   bool allow_retry = true;
   bool buffer_is_packet = false;
+  // Buffer lists (1..max_buffers entries), instead of local_buffer/size and of one remote
+  // region; copied by the post, so the arrays may go once it returns.
+  const buffer_t* buffers = nullptr;
+  size_t nbuffers = 0;
+  const rbuffer_t* remote_buffers = nullptr;
+  size_t nremote_buffers = 0;
+  // Set by Weft for the last piece of a list put or get: the target's notification
+  // reports this whole range instead of the piece.
+  bool note_whole = false;
+  uint64_t note_addr = 0;
+  uint64_t note_size = 0;
   const char* call_name = "post_comm";
 };
 WEFT_API status_t post_comm_impl(const comm_args& a);
@@ -273,8 +284,25 @@ class comm_x_base {
     a_.remote_disp = v;
     return static_cast<Derived&>(*this);
   }
+  // Sends, puts or receives into `n` local buffers in order as one message or transfer
+  // (post with local_buffer nullptr and size 0).
+  auto& buffers(const buffer_t* list, size_t n) {
+    a_.buffers = list;
+    a_.nbuffers = n;
+    return static_cast<Derived&>(*this);
+  }
+  // Put or get: scatter to (gather from) `n` remote buffers in order instead of one
+  // region (post_put_x/post_get_x with an empty rmr_t and remote_disp 0).
+  auto& remote_buffers(const rbuffer_t* list, size_t n) {
+    a_.remote_buffers = list;
+    a_.nremote_buffers = n;
+    a_.has_remote_buffer = true;
+    return static_cast<Derived&>(*this);
+  }
   status_t operator()() const { return detail::post_comm_impl(a_); }
   status_t call() const { return (*this)(); }
+  // The arguments as set so far (graph_add_node_op keeps a copy).
+  const detail::comm_args& get_args() const { return a_; }
 
  protected:
   void set_one_sided(direction_t d, int rank, void* local_buffer, size_t size, comp_t local_comp,

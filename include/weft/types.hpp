@@ -156,6 +156,15 @@ struct rmr_t {
   bool is_empty() const { return key == 0 && size == 0; }
 };
 
+// One entry of a remote buffer list: `size` bytes at offset `disp` of the region `rmr`.
+struct rbuffer_t {
+  rmr_t rmr;
+  uint64_t disp = 0;
+  size_t size = 0;
+};
+// Most entries a buffer list (.buffers(), .remote_buffers()) may have.
+inline constexpr size_t max_buffers = 64;
+
 // The one exception type Weft throws. what() reads
 // "weft: <call>: <argument> = <value>: <reason>".
 class WEFT_API fatal_error : public std::runtime_error {

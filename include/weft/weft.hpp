@@ -7,6 +7,7 @@
 // See docs/api.md for the thread-safety table and docs/concepts.md for the message path.
 #pragma once
 
+#include "weft/graph.hpp"
 #include "weft/off.hpp"
 #include "weft/types.hpp"
 #include "weft/version.hpp"

@@ -11,7 +11,7 @@
 
 namespace weft::detail {
 
-enum class comp_kind : uint8_t { sync, cq, handler, internal };
+enum class comp_kind : uint8_t { sync, cq, handler, graph, internal };
 
 class comp_impl {
  public:

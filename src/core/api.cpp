@@ -2,6 +2,7 @@
 #include <cstdlib>
 
 #include "comp/comp.hpp"
+#include "comp/graph.hpp"
 #include "core/device.hpp"
 #include "core/runtime.hpp"
 #include "match/matching_engine.hpp"
@@ -232,6 +233,8 @@ matching_engine_t get_default_matching_engine(runtime_t runtime) {
 void free_comp(comp_t* comp) {
   if (!comp || !comp->p) util::fail("free_comp", "comp", "empty", "nothing to free");
   comp_impl* c = comp->p;
+  if (c->kind == comp_kind::graph && c->pending.load(std::memory_order_acquire))
+    util::fail("free_comp", "comp", util::to_hex(c), "the graph is running");
   if (int64_t n = c->pending.load(std::memory_order_acquire))
     util::fail("free_comp", "comp", util::to_hex(c),
                std::to_string(n) + " operations that signal it are still pending");
@@ -269,6 +272,9 @@ bool sync_test(comp_t sync, status_t* statuses) {
 
 void comp_signal(comp_t comp, status_t status) {
   if (!comp.p) util::fail("comp_signal", "comp", "empty", "nothing to signal");
+  if (comp.p->kind == comp_kind::graph)
+    util::fail("comp_signal", "comp", "a graph",
+               "finish a function node with graph_node_mark_complete instead");
   while (!comp.p->signal(status)) util::cpu_relax();
 }
 
@@ -341,6 +347,13 @@ status_t barrier_impl(const progress_args& a) {
   if (out.error.is_error())
     util::fail("barrier", "rank", std::to_string(out.rank), out.error.get_str());
   s.error = errorcode_t::done;
+  return s;
+}
+
+status_t graph_wait_impl(comp_t graph, const progress_args& a) {
+  device_impl* d = resolve_device(a, "graph_wait");
+  status_t s;
+  while (!graph_test(graph, &s)) d->progress();
   return s;
 }
 

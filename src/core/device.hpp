@@ -63,6 +63,9 @@ class device_impl final : public net::sink {
   status_t post_in(const comm_args& a);
   status_t post_rendezvous(const comm_args& a, const wire_header& h);
   status_t post_rma(const comm_args& a);
+  status_t post_list(const comm_args& a);
+  status_t post_list_twosided(const comm_args& a, size_t total);
+  status_t post_list_rma(const comm_args& a, size_t total);
   request* alloc_outgoing(const comm_args& a, bool is_am);
   status_t retry_or_backlog(const comm_args& a, errorcode_t code);
   status_t match_arrived(request* recv, request* unexpected, const comm_args* poster);

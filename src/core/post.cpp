@@ -39,8 +39,12 @@ status_t device_impl::post(const comm_args& a) {
   if (a.size > max_msg_size)
     util::fail(call, "size", std::to_string(a.size),
                "exceeds the maximum message size " + std::to_string(max_msg_size));
+  if (a.local_comp.p && a.local_comp.p->kind == comp_kind::graph)
+    util::fail(call, "local_comp", "a graph",
+               "add the operation to the graph with graph_add_node_op");
   if (uint8_t(a.matching_policy) > uint8_t(matching_policy_t::rank_tag))
     util::fail(call, "matching_policy", std::to_string(int(a.matching_policy)), "unknown policy");
+  if (a.buffers || a.remote_buffers) return post_list(a);
   if (a.has_remote_buffer) return post_rma(a);
   if (a.direction == direction_t::IN) {
     if (a.remote_comp != rcomp_null)
@@ -184,8 +188,8 @@ status_t device_impl::post_rma(const comm_args& a) {
     note.type = uint8_t(put ? note_type::put : note_type::get);
     note.rcomp = a.remote_comp;
     note.tag = a.tag;
-    note.addr = addr;
-    note.size = a.size;
+    note.addr = a.note_whole ? a.note_addr : addr;
+    note.size = a.note_whole ? a.note_size : a.size;
     note_len = sizeof(note);
   }
   void* ctx = reinterpret_cast<void*>(uintptr_t(slab.handle(r)));

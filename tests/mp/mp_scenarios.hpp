@@ -5,3 +5,5 @@ int scenario_rma();
 int scenario_rma_errors();
 int scenario_rma_threads();
 int scenario_rma_big();
+int scenario_graph();
+int scenario_lists();

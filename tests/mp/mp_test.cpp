@@ -668,7 +668,9 @@ int main(int argc, char** argv) {
       {"rma", scenario_rma},
       {"rma_errors", scenario_rma_errors},
       {"rma_threads", scenario_rma_threads},
-      {"rma_big", scenario_rma_big}};
+      {"rma_big", scenario_rma_big},
+      {"graph", scenario_graph},
+      {"lists", scenario_lists}};
   auto it = table.find(s);
   if (it == table.end()) {
     fprintf(stderr, "mp_test: unknown scenario %s\n", s.c_str());

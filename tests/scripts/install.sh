@@ -6,7 +6,7 @@ weftrun=$1 mp=$2 src=$3 build=$4
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 prefix=$work/prefix
 cmake --install "$build" --prefix "$prefix" >"$work/install.log" 2>&1 || { cat "$work/install.log"; fail "cmake --install"; }
-for f in include/weft/weft.hpp include/weft/version.hpp lib/libweft.a lib/pkgconfig/weft.pc \
+for f in include/weft/weft.hpp include/weft/weft.h include/weft/graph.hpp include/weft/version.hpp lib/libweft.a lib/pkgconfig/weft.pc \
          lib/cmake/weft/weftConfig.cmake bin/weftrun; do
   [ -e "$prefix/$f" ] || fail "installed tree lacks $f"
 done
@@ -29,3 +29,9 @@ c++ -o "$work/pc" "$src/tests/install/consumer.cpp" $(pkg-config --cflags --libs
 LD_LIBRARY_PATH="$prefix/lib" "$work/pc" | grep -q "message ok" || fail "pkg-config consumer"
 "$prefix/bin/weftrun" -n 2 env LD_LIBRARY_PATH="$prefix/lib" "$work/pc" | grep -c "message ok" | grep -q 2 || fail "installed weftrun"
 pass "pkg-config consumer builds with a plain compiler call and runs under the installed weftrun"
+
+# A C99 program against the installed C API (pkg-config weft-c), with the C compiler alone.
+cc -std=c99 -pedantic -Wall -Wextra -Werror -D_POSIX_C_SOURCE=200809L -o "$work/c_dht" "$src/examples/c_dht.c" \
+  $(pkg-config --cflags --libs weft-c) 2>"$work/cc.log" || { cat "$work/cc.log"; fail "C99 build against weft.h"; }
+"$prefix/bin/weftrun" -n 2 env LD_LIBRARY_PATH="$prefix/lib" "$work/c_dht" 100 | grep -c "100 correct" | grep -q 2 || fail "C consumer"
+pass "a C99 program builds with cc against the installed weft.h and runs"

@@ -1,0 +1,314 @@
+/* Weft C API: the whole of the C++ interface (weft/weft.hpp) for C99 programs.
+ *
+ * Conventions
+ *  - Handles are opaque pointers; NULL is the empty handle and means "the default"
+ *    wherever an optional runtime, device, matching engine or packet pool is taken.
+ *  - Every call that can fail returns an int: WEFT_OK (0), or a negative code when the call
+ *    itself was refused (a bad argument, a call in the wrong state, a call after finalize).
+ *    weft_strerror(code) names the code and weft_last_error() gives the full message of the
+ *    last refusal on this thread: "weft: <call>: <argument> = <value>: <reason>". A refused
+ *    call changes nothing.
+ *  - Operations report how they went in a weft_status_t: its errorcode is WEFT_DONE
+ *    (finished now), WEFT_POSTED (the completion object will be signalled), WEFT_RETRY*
+ *    (post again later) or an error code, exactly as status_t in C++ (docs/api.md).
+ *  - Optional arguments are structs filled by their *_init() function (which sets every
+ *    default), then changed field by field and passed to the *_x call; NULL means defaults.
+ *
+ *    weft_g_runtime_init();
+ *    weft_comp_t cq; weft_alloc_cq(&cq);
+ *    weft_rcomp_t rc; weft_register_rcomp(cq, &rc);
+ *    weft_status_t st;
+ *    weft_post_am(peer, buf, len, NULL, rc, &st);   // NULL local completion: none wanted
+ *    do { weft_progress(); weft_cq_pop(cq, &st); } while (st.errorcode == WEFT_RETRY);
+ *    free(st.buf);
+ *    weft_free_comp(&cq);
+ *    weft_g_runtime_fina();
+ */
+#ifndef WEFT_WEFT_H
+#define WEFT_WEFT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define WEFT_C_API __attribute__((visibility("default")))
+#else
+#define WEFT_C_API
+#endif
+
+/* ---- return codes of the calls ------------------------------------------------------ */
+#define WEFT_OK 0
+#define WEFT_ERR_USAGE (-1)    /* a bad argument or state; see weft_last_error() */
+#define WEFT_ERR_NOMEM (-2)    /* memory ran out inside the call */
+#define WEFT_ERR_INTERNAL (-3) /* anything else; see weft_last_error() */
+
+/* ---- status error codes (the ranges give the category, as in C++) ------------------- */
+typedef enum {
+  WEFT_DONE = 0,         /* finished; the status carries the completion data */
+  WEFT_DONE_BACKLOG = 1, /* a backlogged operation finished (completion objects only) */
+  WEFT_POSTED = 16,      /* posted; the completion object will be signalled */
+  WEFT_POSTED_BACKLOG = 17,
+  WEFT_RETRY = 32, /* a temporary shortage: post again later */
+  WEFT_RETRY_LOCK = 33,
+  WEFT_RETRY_NOPACKET = 34,
+  WEFT_RETRY_NOMEM = 35,
+  WEFT_CANCELLED = 48,
+  WEFT_ERROR = 64,
+  WEFT_ERROR_TRUNCATED = 65,
+  WEFT_ERROR_PEER_DEAD = 66,
+  WEFT_ERROR_NOMEM = 67,
+  WEFT_ERROR_REGION = 68
+} weft_errorcode_t;
+
+#define WEFT_IS_DONE(code) ((code) >= 0 && (code) < WEFT_POSTED)
+#define WEFT_IS_POSTED(code) ((code) >= WEFT_POSTED && (code) < WEFT_RETRY)
+#define WEFT_IS_RETRY(code) ((code) >= WEFT_RETRY && (code) < WEFT_CANCELLED)
+#define WEFT_IS_ERROR(code) ((code) >= WEFT_ERROR)
+
+/* The name of a call return code (negative) or of a status error code. */
+WEFT_C_API const char* weft_strerror(int code);
+/* The message of the last refused call on this thread ("" if none). */
+WEFT_C_API const char* weft_last_error(void);
+WEFT_C_API const char* weft_get_version(void);
+
+/* ---- handles and value types ---------------------------------------------------------- */
+typedef struct weft_runtime_s* weft_runtime_t;
+typedef struct weft_device_s* weft_device_t;
+typedef struct weft_comp_s* weft_comp_t; /* cq, synchronizer, handler or graph */
+typedef struct weft_matching_engine_s* weft_matching_engine_t;
+typedef struct weft_packet_pool_s* weft_packet_pool_t;
+typedef struct weft_mr_s* weft_mr_t;
+typedef struct weft_graph_node_s* weft_graph_node_t;
+typedef uint32_t weft_rcomp_t;
+#define WEFT_RCOMP_NULL UINT32_MAX
+#define WEFT_MAX_BUFFERS 64
+
+typedef struct {
+  int errorcode; /* weft_errorcode_t */
+  int rank;
+  uint32_t tag;
+  void* buf;
+  size_t size;
+  void* user_context;
+} weft_status_t;
+
+typedef struct {
+  uint64_t base, size, key, generation;
+} weft_rmr_t;
+
+typedef struct {
+  void* base;
+  size_t size;
+} weft_buffer_t;
+
+typedef struct {
+  weft_rmr_t rmr;
+  uint64_t disp;
+  size_t size;
+} weft_rbuffer_t;
+
+typedef enum { WEFT_OUT = 0, WEFT_IN = 1 } weft_direction_t;
+typedef enum {
+  WEFT_MATCH_NONE = 0,
+  WEFT_MATCH_RANK_ONLY = 1,
+  WEFT_MATCH_TAG_ONLY = 2,
+  WEFT_MATCH_RANK_TAG = 3
+} weft_matching_policy_t;
+
+/* ---- runtime --------------------------------------------------------------------------- */
+typedef struct {
+  size_t packet_size, npackets, inject_size, eager_size, match_buckets, cq_depth, inbox_depth,
+      max_requests;
+  int wire_errors_fatal; /* -1: environment default, 0 or 1 */
+} weft_runtime_opts_t;
+/* Zero sizes (and inject_size SIZE_MAX) take the WEFT_* environment defaults. */
+WEFT_C_API void weft_runtime_opts_init(weft_runtime_opts_t* opts);
+
+WEFT_C_API int weft_g_runtime_init(void);
+WEFT_C_API int weft_g_runtime_init_x(const weft_runtime_opts_t* opts);
+WEFT_C_API int weft_g_runtime_fina(void);
+WEFT_C_API weft_runtime_t weft_get_g_runtime(void); /* NULL when none is active */
+WEFT_C_API int weft_alloc_runtime(const weft_runtime_opts_t* opts, weft_runtime_t* runtime);
+WEFT_C_API int weft_free_runtime(weft_runtime_t* runtime);
+/* The attributes fixed at allocation (the environment defaults resolved). */
+WEFT_C_API int weft_runtime_get_attr(weft_runtime_t runtime, weft_runtime_opts_t* attr);
+
+/* Ranks of the global runtime (-1 when there is none); the _x forms take a runtime. */
+WEFT_C_API int weft_get_rank_me(void);
+WEFT_C_API int weft_get_rank_n(void);
+WEFT_C_API int weft_get_rank_local(void);
+WEFT_C_API int weft_get_rank_local_n(void);
+WEFT_C_API int weft_get_rank_me_x(weft_runtime_t runtime);
+WEFT_C_API int weft_get_rank_n_x(weft_runtime_t runtime);
+
+/* Errors found at a target with nothing to signal (a malformed message...). One handler for
+ * the whole process; NULL restores the default (log and drop). */
+typedef void (*weft_error_handler_fn_t)(int rank_me, int peer, const char* what);
+WEFT_C_API int weft_set_error_handler(weft_error_handler_fn_t fn, weft_runtime_t runtime);
+
+/* ---- resources ------------------------------------------------------------------------- */
+WEFT_C_API int weft_alloc_device(weft_device_t* device);
+WEFT_C_API int weft_alloc_device_x(weft_runtime_t runtime, weft_packet_pool_t pool,
+                                   size_t inbox_depth, weft_device_t* device);
+WEFT_C_API int weft_free_device(weft_device_t* device);
+WEFT_C_API weft_device_t weft_get_default_device(weft_runtime_t runtime);
+WEFT_C_API int weft_device_get_attr_index(weft_device_t device);
+WEFT_C_API size_t weft_device_get_attr_inbox_depth(weft_device_t device);
+
+WEFT_C_API int weft_alloc_packet_pool(weft_runtime_t runtime, size_t packet_size, size_t npackets,
+                                      weft_packet_pool_t* pool);
+WEFT_C_API int weft_free_packet_pool(weft_packet_pool_t* pool);
+WEFT_C_API weft_packet_pool_t weft_get_default_packet_pool(weft_runtime_t runtime);
+WEFT_C_API size_t weft_packet_pool_get_attr_packet_size(weft_packet_pool_t pool);
+WEFT_C_API size_t weft_packet_pool_get_attr_npackets(weft_packet_pool_t pool);
+/* A packet to fill and send with buffer_is_packet; *packet is NULL when the pool is empty. */
+WEFT_C_API int weft_get_upacket(weft_packet_pool_t pool, void** packet);
+/* Returns a packet (or frees a delivered active-message buffer that is not a packet). */
+WEFT_C_API int weft_put_upacket(void* packet);
+
+typedef uint64_t (*weft_make_key_fn_t)(int rank, uint32_t tag, uint8_t policy);
+WEFT_C_API int weft_alloc_matching_engine(weft_runtime_t runtime, size_t nbuckets,
+                                          weft_make_key_fn_t make_key,
+                                          weft_matching_engine_t* engine);
+WEFT_C_API int weft_free_matching_engine(weft_matching_engine_t* engine);
+WEFT_C_API weft_matching_engine_t weft_get_default_matching_engine(weft_runtime_t runtime);
+WEFT_C_API size_t weft_matching_engine_get_attr_nbuckets(weft_matching_engine_t engine);
+
+/* ---- completion objects ---------------------------------------------------------------- */
+typedef void (*weft_handler_fn_t)(weft_status_t status, void* arg);
+WEFT_C_API int weft_alloc_cq(weft_comp_t* cq);
+WEFT_C_API int weft_alloc_cq_x(weft_runtime_t runtime, size_t depth, weft_comp_t* cq);
+WEFT_C_API int weft_alloc_sync(size_t threshold, weft_comp_t* sync);
+/* The handler runs on the thread that progresses; `arg` is passed back. */
+WEFT_C_API int weft_alloc_handler(weft_handler_fn_t fn, void* arg, weft_comp_t* handler);
+WEFT_C_API int weft_free_comp(weft_comp_t* comp);
+/* Collective and ordered: the same sequence on every rank gives the same handles. */
+WEFT_C_API int weft_register_rcomp(weft_comp_t comp, weft_rcomp_t* rcomp);
+/* packet_delivery: deliver active messages that fit in a packet in one (put_upacket it). */
+WEFT_C_API int weft_register_rcomp_x(weft_comp_t comp, weft_runtime_t runtime, int packet_delivery,
+                                     weft_rcomp_t* rcomp);
+WEFT_C_API int weft_deregister_rcomp(weft_rcomp_t rcomp, weft_runtime_t runtime);
+/* status->errorcode is WEFT_RETRY when the queue is empty. */
+WEFT_C_API int weft_cq_pop(weft_comp_t cq, weft_status_t* status);
+WEFT_C_API int weft_cq_size(weft_comp_t cq, size_t* size);
+/* *ready = 1 once the synchronizer got its threshold of signals; statuses (threshold
+ * entries, or NULL) receives them and the synchronizer resets. */
+WEFT_C_API int weft_sync_test(weft_comp_t sync, weft_status_t* statuses, int* ready);
+WEFT_C_API int weft_sync_wait(weft_comp_t sync, weft_status_t* statuses);
+WEFT_C_API int weft_sync_wait_x(weft_comp_t sync, weft_status_t* statuses, weft_runtime_t runtime,
+                                weft_device_t device);
+WEFT_C_API int weft_comp_signal(weft_comp_t comp, weft_status_t status);
+
+/* ---- memory registration ---------------------------------------------------------------- */
+WEFT_C_API int weft_register_memory(void* base, size_t size, weft_mr_t* mr);
+WEFT_C_API int weft_register_memory_x(void* base, size_t size, weft_runtime_t runtime,
+                                      weft_mr_t* mr);
+WEFT_C_API int weft_deregister_memory(weft_mr_t* mr);
+WEFT_C_API int weft_get_rmr(weft_mr_t mr, weft_rmr_t* rmr);
+WEFT_C_API void* weft_mr_get_attr_base(weft_mr_t mr);
+WEFT_C_API size_t weft_mr_get_attr_size(weft_mr_t mr);
+
+/* ---- operations ------------------------------------------------------------------------- */
+typedef struct {
+  weft_runtime_t runtime;
+  weft_device_t device;
+  weft_matching_engine_t matching_engine;
+  int matching_policy; /* weft_matching_policy_t; default WEFT_MATCH_RANK_TAG */
+  uint32_t tag;
+  weft_rcomp_t remote_comp; /* default WEFT_RCOMP_NULL */
+  weft_packet_pool_t packet_pool;
+  void* user_context;
+  int allow_done, allow_posted, allow_retry; /* default 1 */
+  int buffer_is_packet;
+  int has_remote_buffer; /* set with remote_buffer for put and get through post_comm_x */
+  weft_rmr_t remote_buffer;
+  uint64_t remote_disp;
+  const weft_buffer_t* buffers; /* a buffer list instead of buf/size (copied by the post) */
+  size_t nbuffers;
+  const weft_rbuffer_t* remote_buffers; /* put/get: a remote list instead of one region */
+  size_t nremote_buffers;
+} weft_comm_opts_t;
+WEFT_C_API void weft_comm_opts_init(weft_comm_opts_t* opts);
+
+/* The general operation (Table 1): direction, rank, local buffer, local completion, and
+ * the optional arguments. The others are post_comm with some of them fixed. */
+WEFT_C_API int weft_post_comm_x(weft_direction_t direction, int rank, void* buf, size_t size,
+                                weft_comp_t comp, const weft_comm_opts_t* opts,
+                                weft_status_t* status);
+WEFT_C_API int weft_post_send(int rank, void* buf, size_t size, uint32_t tag, weft_comp_t comp,
+                              weft_status_t* status);
+WEFT_C_API int weft_post_send_x(int rank, void* buf, size_t size, uint32_t tag, weft_comp_t comp,
+                                const weft_comm_opts_t* opts, weft_status_t* status);
+WEFT_C_API int weft_post_recv(int rank, void* buf, size_t size, uint32_t tag, weft_comp_t comp,
+                              weft_status_t* status);
+WEFT_C_API int weft_post_recv_x(int rank, void* buf, size_t size, uint32_t tag, weft_comp_t comp,
+                                const weft_comm_opts_t* opts, weft_status_t* status);
+WEFT_C_API int weft_post_am(int rank, void* buf, size_t size, weft_comp_t comp,
+                            weft_rcomp_t remote_comp, weft_status_t* status);
+WEFT_C_API int weft_post_am_x(int rank, void* buf, size_t size, weft_comp_t comp,
+                              weft_rcomp_t remote_comp, const weft_comm_opts_t* opts,
+                              weft_status_t* status);
+WEFT_C_API int weft_post_put(int rank, void* buf, size_t size, weft_comp_t comp,
+                             uint64_t remote_disp, weft_rmr_t rmr, weft_status_t* status);
+WEFT_C_API int weft_post_put_x(int rank, void* buf, size_t size, weft_comp_t comp,
+                               uint64_t remote_disp, weft_rmr_t rmr, const weft_comm_opts_t* opts,
+                               weft_status_t* status);
+WEFT_C_API int weft_post_get(int rank, void* buf, size_t size, weft_comp_t comp,
+                             uint64_t remote_disp, weft_rmr_t rmr, weft_status_t* status);
+WEFT_C_API int weft_post_get_x(int rank, void* buf, size_t size, weft_comp_t comp,
+                               uint64_t remote_disp, weft_rmr_t rmr, const weft_comm_opts_t* opts,
+                               weft_status_t* status);
+/* *cancelled = 1 when the receive was removed (its completion gets WEFT_CANCELLED). opts:
+ * runtime, device, matching_engine, matching_policy. */
+WEFT_C_API int weft_cancel_recv(int rank, void* buf, uint32_t tag, weft_comp_t comp,
+                                const weft_comm_opts_t* opts, int* cancelled);
+
+/* ---- progress and barrier ----------------------------------------------------------------- */
+/* Returns WEFT_DONE when it moved anything, WEFT_RETRY when idle, or a negative code. */
+WEFT_C_API int weft_progress(void);
+/* block_us: when idle, sleep up to that long for a message (0: never). */
+WEFT_C_API int weft_progress_x(weft_runtime_t runtime, weft_device_t device, uint32_t block_us);
+WEFT_C_API int weft_barrier(void);
+/* With comp: returns at once (status WEFT_POSTED) and signals comp when all ranks entered. */
+WEFT_C_API int weft_barrier_x(weft_runtime_t runtime, weft_device_t device, weft_comp_t comp,
+                              weft_status_t* status);
+
+/* ---- completion graphs ------------------------------------------------------------------ */
+/* A function node returns WEFT_DONE (finished), an error, WEFT_RETRY (called again at the
+ * next test) or WEFT_POSTED (finished later with weft_graph_node_mark_complete). */
+typedef weft_status_t (*weft_graph_node_fn_t)(void* value);
+typedef void (*weft_graph_edge_fn_t)(weft_status_t source_status, void* source_value,
+                                     void* target_value);
+/* comp (may be NULL) is signalled with the graph's status each time it finishes. */
+WEFT_C_API int weft_alloc_graph(weft_comp_t comp, void* user_context, weft_comp_t* graph);
+/* name may be NULL ("node <i>"); it is copied. */
+WEFT_C_API int weft_graph_add_node(weft_comp_t graph, weft_graph_node_fn_t fn, void* value,
+                                   const char* name, weft_graph_node_t* node);
+/* An operation node: the arguments of weft_post_comm_x, posted when the node starts. */
+WEFT_C_API int weft_graph_add_node_comm(weft_comp_t graph, weft_direction_t direction, int rank,
+                                        void* buf, size_t size, const weft_comm_opts_t* opts,
+                                        const char* name, weft_graph_node_t* node);
+WEFT_C_API int weft_graph_add_edge(weft_comp_t graph, weft_graph_node_t source,
+                                   weft_graph_node_t target, weft_graph_edge_fn_t fn);
+WEFT_C_API int weft_graph_start(weft_comp_t graph);
+/* *finished = 1 once the graph finished; status: WEFT_DONE or the failing node's status. */
+WEFT_C_API int weft_graph_test(weft_comp_t graph, weft_status_t* status, int* finished);
+WEFT_C_API int weft_graph_wait(weft_comp_t graph, weft_status_t* status);
+WEFT_C_API int weft_graph_wait_x(weft_comp_t graph, weft_runtime_t runtime, weft_device_t device,
+                                 weft_status_t* status);
+WEFT_C_API int weft_graph_node_mark_complete(weft_graph_node_t node, weft_status_t status);
+/* The first node that failed in the last run; NULL when none did. */
+WEFT_C_API weft_graph_node_t weft_graph_get_failed_node(weft_comp_t graph);
+WEFT_C_API const char* weft_graph_node_get_name(weft_graph_node_t node);
+WEFT_C_API void* weft_graph_node_get_value(weft_graph_node_t node);
+WEFT_C_API int weft_graph_node_get_status(weft_graph_node_t node, weft_status_t* status);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* WEFT_WEFT_H */
