@@ -12,6 +12,7 @@
 #include <mutex>
 
 #include "bootstrap/kvs_wire.hpp"
+#include "bootstrap/pmi.hpp"
 #include "util/env.hpp"
 #include "util/fail.hpp"
 #include "util/log.hpp"
@@ -121,18 +122,34 @@ class weftrun_bootstrap final : public bootstrap {
 
 std::shared_ptr<bootstrap> create() {
   std::string which = util::env_string("WEFT_BOOTSTRAP", "auto");
-  bool has_kvs = std::getenv("WEFT_KVS_ADDR") != nullptr;
-  bool has_rank = std::getenv("WEFT_RANK") != nullptr;
+  const bool has_kvs = std::getenv("WEFT_KVS_ADDR") != nullptr;
+  const bool has_rank = std::getenv("WEFT_RANK") != nullptr;
+  const bool has_pmi_fd = std::getenv("PMI_FD") != nullptr;
+  const bool has_pmi_rank = std::getenv("PMI_RANK") != nullptr;
   if (which == "auto") {
     if (has_kvs || has_rank)
       which = "weftrun";
+    else if (has_pmi_fd)
+      which = "pmi";
+    else if (has_pmi_rank)
+      util::fail("bootstrap", "PMI_FD", "<unset>",
+                 "PMI_RANK is set but PMI_FD is not: a launcher environment half set (Weft "
+                 "speaks PMI over the PMI_FD socket; set WEFT_BOOTSTRAP to choose)");
     else
       which = "singleton";
   }
+  if (which == "pmi") {
+    // Hydra speaks both versions, Slurm's pmi2 plugin only PMI-2.
+    std::string v = util::env_string("WEFT_PMI_VERSION", "2");
+    if (v != "1" && v != "2") util::fail("bootstrap", "WEFT_PMI_VERSION", v, "must be 1 or 2");
+    which = "pmi" + v;
+  }
   if (which == "weftrun") return std::make_shared<weftrun_bootstrap>();
   if (which == "singleton") return std::make_shared<singleton_bootstrap>();
+  if (which == "pmi1") return make_pmi_bootstrap(1);
+  if (which == "pmi2") return make_pmi_bootstrap(2);
   util::fail("bootstrap", "WEFT_BOOTSTRAP", which,
-             "unknown bootstrap (known: auto, weftrun, singleton)");
+             "unknown bootstrap (known: auto, weftrun, pmi, pmi1, pmi2, singleton)");
 }
 
 }  // namespace

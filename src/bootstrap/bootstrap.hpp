@@ -1,5 +1,6 @@
 // Bootstrap: who am I, how many are we, and a key-value exchange with a fence. Detected
-// from the environment (WEFT_BOOTSTRAP overrides): weftrun, or a singleton (rank 0 of 1).
+// from the environment (WEFT_BOOTSTRAP overrides): weftrun, PMI-1/PMI-2 (MPICH's hydra,
+// Slurm's pmi2), or a singleton (rank 0 of 1).
 #pragma once
 
 #include <memory>
@@ -18,7 +19,8 @@ class bootstrap {
   // Unguessable per job; names shared-memory segments.
   const std::string& job_id() const { return job_id_; }
 
-  // Collective use: every rank puts, everyone fences, then gets.
+  // Collective use: every rank puts, everyone fences, then gets. A get of a key put before
+  // the last fence is all that PMI promises; weftrun's get also waits for a later put.
   virtual void put(const std::string& key, const std::string& value) = 0;
   virtual std::string get(const std::string& key) = 0;
   virtual void fence() = 0;

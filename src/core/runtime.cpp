@@ -101,8 +101,9 @@ runtime_impl::runtime_impl(const runtime_args& a, bool global)
   }
 }
 
-// Settings that change the wire must agree everywhere: rank 0 compares them all and
-// publishes a verdict that names both values and both ranks.
+// Settings that change the wire must agree everywhere. Every rank reads every rank's
+// settings after one fence and finds the same first difference, so all of them fail with
+// the same message naming both values and both ranks.
 void runtime_impl::check_agreement() {
   if (boot->size() == 1) return;
   char mine[256];
@@ -110,27 +111,20 @@ void runtime_impl::check_agreement() {
            unsigned(wire_version), attr.packet_size, attr.eager_size, attr.inject_size);
   std::string prefix = "cfg-" + std::to_string(id) + "-";
   boot->put(prefix + std::to_string(boot->rank()), mine);
-  if (boot->rank() == 0) {
-    std::string verdict = "ok";
-    for (int r = 1; r < boot->size() && verdict == "ok"; ++r) {
-      std::string theirs = boot->get(prefix + std::to_string(r));
-      if (theirs == mine) continue;
-      // name the first differing setting
-      size_t i = 0;
-      while (i < theirs.size() && i < strlen(mine) && theirs[i] == mine[i]) ++i;
-      size_t start = std::string(mine).rfind(' ', i);
-      start = start == std::string::npos ? 0 : start + 1;
-      auto field = [&](const std::string& s) {
-        return s.substr(start, s.find(' ', start) - start);
-      };
-      verdict = "settings differ between ranks: rank 0 has " + field(mine) + ", rank " +
-                std::to_string(r) + " has " + field(theirs);
-    }
-    boot->put(prefix + "verdict", verdict);
-    if (verdict != "ok") util::fail("g_runtime_init", "settings", mine, verdict);
-  } else {
-    std::string verdict = boot->get(prefix + "verdict");
-    if (verdict != "ok") util::fail("g_runtime_init", "settings", mine, verdict);
+  boot->fence();
+  const std::string first = boot->get(prefix + "0");
+  for (int r = 1; r < boot->size(); ++r) {
+    std::string theirs = boot->get(prefix + std::to_string(r));
+    if (theirs == first) continue;
+    // name the first differing setting
+    size_t i = 0;
+    while (i < theirs.size() && i < first.size() && theirs[i] == first[i]) ++i;
+    size_t start = first.rfind(' ', i);
+    start = start == std::string::npos ? 0 : start + 1;
+    auto field = [&](const std::string& s) { return s.substr(start, s.find(' ', start) - start); };
+    util::fail("g_runtime_init", "settings", mine,
+               "settings differ between ranks: rank 0 has " + field(first) + ", rank " +
+                   std::to_string(r) + " has " + field(theirs));
   }
 }
 

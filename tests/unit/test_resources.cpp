@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backlog/backlog_queue.hpp"
+#include "bootstrap/pmi.hpp"
 #include "comp/comp.hpp"
 #include "core/request.hpp"
 #include "match/matching_engine.hpp"
@@ -255,4 +256,19 @@ TEST(RequestSlab, StaleAndForgedHandlesAreRejected) {
   EXPECT_EQ(slab.lookup(h, req_kind::rdv_send), nullptr);
   for (int i = 0; i < 8; ++i) EXPECT_NE(slab.alloc(nullptr), nullptr);
   EXPECT_EQ(slab.alloc(nullptr), nullptr);
+}
+
+// PMI_process_mapping: which node each rank is on (hydra and Slurm both publish it).
+TEST(Bootstrap, ProcessMapping) {
+  using weft::bootstrap::parse_process_mapping;
+  using v = std::vector<int>;
+  EXPECT_EQ(parse_process_mapping("(vector,(0,1,1))", 3), (v{0, 0, 0}));     // one host, hydra
+  EXPECT_EQ(parse_process_mapping("(vector,(0,2,2))", 4), (v{0, 0, 1, 1}));  // block
+  EXPECT_EQ(parse_process_mapping("(vector,(0,2,1))", 4), (v{0, 1, 0, 1}));  // cyclic
+  EXPECT_EQ(parse_process_mapping("(vector,(0,2,1),(2,1,2))", 4), (v{0, 1, 2, 2}));
+  EXPECT_EQ(parse_process_mapping("(vector,(3,1,2))", 2), (v{3, 3}));
+  EXPECT_TRUE(parse_process_mapping("", 2).empty());
+  EXPECT_TRUE(parse_process_mapping("(vector,(0,0,1))", 2).empty());
+  EXPECT_TRUE(parse_process_mapping("(vector,(0,1))", 2).empty());
+  EXPECT_TRUE(parse_process_mapping("(list,(0,1,1))", 2).empty());
 }

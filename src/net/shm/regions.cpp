@@ -30,6 +30,7 @@ region_table::region_table(bootstrap::bootstrap& b, int context_id, size_t nentr
   if (n == 1) return;
   const std::string key = "shm-mr-" + std::to_string(context_id) + "-";
   b.put(key + std::to_string(me), name);
+  b.fence();
   for (int r = 0; r < n; ++r) {
     if (r == me) continue;
     segs_[size_t(r)] = std::make_unique<segment>();

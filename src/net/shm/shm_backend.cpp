@@ -79,6 +79,7 @@ shm_context::shm_context(std::shared_ptr<bootstrap::bootstrap> boot, int context
   snprintf(info, sizeof(info), "%d %llx", int(getpid()),
            static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(&cma_probe_cookie)));
   b.put(key("pid", context_id_, 0, b.rank()), info);
+  b.fence();  // every exchange is put, fence, get: what PMI and PMIx guarantee
   pids_.resize(size_t(b.size()));
   // WEFT_SHM_CMA=0 forbids cross-memory attach outright, as a kernel policy would.
   cma_ok_ = util::env_bool("WEFT_SHM_CMA", true);
@@ -215,6 +216,7 @@ shm_device::shm_device(shm_context& ctx, int index, const device_config& cfg)
                              std::to_string(geo_.nchannels) + " " +
                              std::to_string(geo_.chunk_size) + " " + std::to_string(geo_.nslots);
     b.put(key("geo", ctx.context_id(), index, me), mine);
+    b.fence();
     for (int r = 0; r < n; ++r) {
       std::string theirs = b.get(key("geo", ctx.context_id(), index, r));
       if (theirs != mine)
@@ -224,6 +226,7 @@ shm_device::shm_device(shm_context& ctx, int index, const device_config& cfg)
                    "(WEFT_PACKET_SIZE, WEFT_INBOX_DEPTH, WEFT_SHM_*)");
     }
     b.put(key("seg", ctx.context_id(), index, me), name);
+    b.fence();
   }
   for (int r = 0; r < n; ++r) {
     auto p = std::make_unique<peer>();

@@ -1,0 +1,20 @@
+// The PMI bootstrap: the PMI-1 or PMI-2 wire protocol over the launcher's PMI_FD socket.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bootstrap/bootstrap.hpp"
+
+namespace weft::bootstrap {
+
+// version 1 or 2; throws fatal_error naming the variable when the environment is incomplete.
+std::shared_ptr<bootstrap> make_pmi_bootstrap(int version);
+
+// The node of each of `size` ranks from a PMI_process_mapping value,
+// "(vector,(first node,node count,ranks per node),...)" repeated until every rank has a
+// node; empty when the value is malformed.
+std::vector<int> parse_process_mapping(const std::string& mapping, int size);
+
+}  // namespace weft::bootstrap
