@@ -13,6 +13,7 @@
 
 #include "bootstrap/kvs_wire.hpp"
 #include "bootstrap/pmi.hpp"
+#include "bootstrap/pmix.hpp"
 #include "util/env.hpp"
 #include "util/fail.hpp"
 #include "util/log.hpp"
@@ -37,9 +38,10 @@ class singleton_bootstrap final : public bootstrap {
   singleton_bootstrap() { job_id_ = random_hex(8); }
   const char* name() const override { return "singleton"; }
   void put(const std::string& k, const std::string& v) override { kv_[k] = v; }
-  std::string get(const std::string& k) override {
+  std::string get(int rank, const std::string& k) override {
     auto it = kv_.find(k);
-    if (it == kv_.end()) util::fail("bootstrap get", "key", k, "was never put");
+    if (rank != 0 || it == kv_.end())
+      util::fail("bootstrap get", "key", owned_key(rank, k), "was never put");
     return it->second;
   }
   void fence() override {}
@@ -94,10 +96,10 @@ class weftrun_bootstrap final : public bootstrap {
   }
   const char* name() const override { return "weftrun"; }
   void put(const std::string& k, const std::string& v) override {
-    request("PUT " + k + " " + hex_encode(v));
+    request("PUT " + owned_key(rank_, k) + " " + hex_encode(v));
   }
-  std::string get(const std::string& k) override {
-    std::string reply = request("GET " + k), out;
+  std::string get(int rank, const std::string& k) override {
+    std::string reply = request("GET " + owned_key(rank, k)), out;
     if (reply.rfind("VAL ", 0) != 0 || !hex_decode(reply.substr(4), out))
       util::fail("bootstrap get", "reply", reply, "malformed answer from weftrun");
     return out;
@@ -126,9 +128,16 @@ std::shared_ptr<bootstrap> create() {
   const bool has_rank = std::getenv("WEFT_RANK") != nullptr;
   const bool has_pmi_fd = std::getenv("PMI_FD") != nullptr;
   const bool has_pmi_rank = std::getenv("PMI_RANK") != nullptr;
+  const bool has_pmix_rank = std::getenv("PMIX_RANK") != nullptr;
+  const bool has_pmix_ns = std::getenv("PMIX_NAMESPACE") != nullptr;
   if (which == "auto") {
     if (has_kvs || has_rank)
       which = "weftrun";
+    else if (has_pmix_rank && has_pmix_ns)
+      which = "pmix";
+    else if (has_pmix_rank)
+      util::fail("bootstrap", "PMIX_NAMESPACE", "<unset>",
+                 "PMIX_RANK is set but PMIX_NAMESPACE is not: a launcher environment half set");
     else if (has_pmi_fd)
       which = "pmi";
     else if (has_pmi_rank)
@@ -148,8 +157,9 @@ std::shared_ptr<bootstrap> create() {
   if (which == "singleton") return std::make_shared<singleton_bootstrap>();
   if (which == "pmi1") return make_pmi_bootstrap(1);
   if (which == "pmi2") return make_pmi_bootstrap(2);
+  if (which == "pmix") return make_pmix_bootstrap();
   util::fail("bootstrap", "WEFT_BOOTSTRAP", which,
-             "unknown bootstrap (known: auto, weftrun, pmi, pmi1, pmi2, singleton)");
+             "unknown bootstrap (known: auto, weftrun, pmi, pmi1, pmi2, pmix, singleton)");
 }
 
 }  // namespace

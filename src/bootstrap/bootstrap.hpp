@@ -21,8 +21,10 @@ class bootstrap {
 
   // Collective use: every rank puts, everyone fences, then gets. A get of a key put before
   // the last fence is all that PMI promises; weftrun's get also waits for a later put.
+  // Keys belong to the rank that put them (as in PMIx): put stores this rank's value, get
+  // reads the value `rank` put under the same key.
   virtual void put(const std::string& key, const std::string& value) = 0;
-  virtual std::string get(const std::string& key) = 0;
+  virtual std::string get(int rank, const std::string& key) = 0;
   virtual void fence() = 0;
 
  protected:
@@ -34,5 +36,10 @@ class bootstrap {
 std::shared_ptr<bootstrap> acquire();
 
 std::string random_hex(size_t nbytes);
+
+// One flat name for (rank, key), for the key-value stores that have no owners.
+inline std::string owned_key(int rank, const std::string& key) {
+  return key + "@" + std::to_string(rank);
+}
 
 }  // namespace weft::bootstrap

@@ -86,7 +86,7 @@ class pmi_bootstrap final : public bootstrap {
     // A job identifier no other job can guess: rank 0 draws it.
     if (rank_ == 0) put("weft-job", random_hex(8));
     fence();
-    job_id_ = get("weft-job");
+    job_id_ = get(0, "weft-job");
   }
 
   ~pmi_bootstrap() override {
@@ -101,7 +101,8 @@ class pmi_bootstrap final : public bootstrap {
 
   const char* name() const override { return version_ == 1 ? "pmi1" : "pmi2"; }
 
-  void put(const std::string& k, const std::string& v) override {
+  void put(const std::string& key, const std::string& v) override {
+    const std::string k = owned_key(rank_, key);
     std::string hex = hex_encode(v);
     if (max_value_ && hex.size() + 1 > max_value_)
       util::fail(
@@ -113,7 +114,8 @@ class pmi_bootstrap final : public bootstrap {
       expect(v2("cmd=kvs-put;key=" + k + ";value=" + hex + ";"), "kvs-put-response");
   }
 
-  std::string get(const std::string& k) override {
+  std::string get(int rank, const std::string& key) override {
+    const std::string k = owned_key(rank, key);
     std::string value;
     if (version_ == 1) {
       fields r = v1("cmd=get kvsname=" + kvsname_ + " key=" + k);

@@ -109,12 +109,12 @@ void runtime_impl::check_agreement() {
   char mine[256];
   snprintf(mine, sizeof(mine), "wire_version=%u packet_size=%zu eager_size=%zu inject_size=%zu",
            unsigned(wire_version), attr.packet_size, attr.eager_size, attr.inject_size);
-  std::string prefix = "cfg-" + std::to_string(id) + "-";
-  boot->put(prefix + std::to_string(boot->rank()), mine);
+  std::string prefix = "cfg-" + std::to_string(id);
+  boot->put(prefix, mine);
   boot->fence();
-  const std::string first = boot->get(prefix + "0");
+  const std::string first = boot->get(0, prefix);
   for (int r = 1; r < boot->size(); ++r) {
-    std::string theirs = boot->get(prefix + std::to_string(r));
+    std::string theirs = boot->get(r, prefix);
     if (theirs == first) continue;
     // name the first differing setting
     size_t i = 0;

@@ -28,13 +28,13 @@ region_table::region_table(bootstrap::bootstrap& b, int context_id, size_t nentr
   tables_[size_t(me)] = own;
   for (uint32_t i = uint32_t(nentries) - 1; i >= 1; --i) free_.push_back(i);
   if (n == 1) return;
-  const std::string key = "shm-mr-" + std::to_string(context_id) + "-";
-  b.put(key + std::to_string(me), name);
+  const std::string key = "shm-mr-" + std::to_string(context_id);
+  b.put(key, name);
   b.fence();
   for (int r = 0; r < n; ++r) {
     if (r == me) continue;
     segs_[size_t(r)] = std::make_unique<segment>();
-    segs_[size_t(r)]->attach(b.get(key + std::to_string(r)), bytes);
+    segs_[size_t(r)]->attach(b.get(r, key), bytes);
     char* pb = static_cast<char*>(segs_[size_t(r)]->base());
     tables_[size_t(r)] = reinterpret_cast<region_entry*>(pb + 4096);
     reinterpret_cast<std::atomic<uint32_t>*>(pb)->fetch_add(1, std::memory_order_acq_rel);

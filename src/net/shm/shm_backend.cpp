@@ -26,9 +26,8 @@ namespace {
 // Read by peers through cross-memory attach at start-up to learn whether it is permitted.
 volatile uint64_t cma_probe_cookie = 0x57454654434d4121ull;
 
-std::string key(const char* what, int ctx, int index, int rank) {
-  return std::string("shm-") + what + "-" + std::to_string(ctx) + "-" + std::to_string(index) +
-         "-" + std::to_string(rank);
+std::string key(const char* what, int ctx, int index) {
+  return std::string("shm-") + what + "-" + std::to_string(ctx) + "-" + std::to_string(index);
 }
 
 settings read_settings() {
@@ -78,13 +77,13 @@ shm_context::shm_context(std::shared_ptr<bootstrap::bootstrap> boot, int context
   char info[64];
   snprintf(info, sizeof(info), "%d %llx", int(getpid()),
            static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(&cma_probe_cookie)));
-  b.put(key("pid", context_id_, 0, b.rank()), info);
+  b.put(key("pid", context_id_, 0), info);
   b.fence();  // every exchange is put, fence, get: what PMI and PMIx guarantee
   pids_.resize(size_t(b.size()));
   // WEFT_SHM_CMA=0 forbids cross-memory attach outright, as a kernel policy would.
   cma_ok_ = util::env_bool("WEFT_SHM_CMA", true);
   for (int r = 0; r < b.size(); ++r) {
-    std::string v = b.get(key("pid", context_id_, 0, r));
+    std::string v = b.get(r, key("pid", context_id_, 0));
     int pid = 0;
     unsigned long long addr = 0;
     if (sscanf(v.c_str(), "%d %llx", &pid, &addr) != 2)
@@ -215,17 +214,17 @@ shm_device::shm_device(shm_context& ctx, int index, const device_config& cfg)
                              " " + std::to_string(geo_.nlanes) + " " +
                              std::to_string(geo_.nchannels) + " " +
                              std::to_string(geo_.chunk_size) + " " + std::to_string(geo_.nslots);
-    b.put(key("geo", ctx.context_id(), index, me), mine);
+    b.put(key("geo", ctx.context_id(), index), mine);
     b.fence();
     for (int r = 0; r < n; ++r) {
-      std::string theirs = b.get(key("geo", ctx.context_id(), index, r));
+      std::string theirs = b.get(r, key("geo", ctx.context_id(), index));
       if (theirs != mine)
         util::fail("alloc_device (shm)", "device geometry",
                    describe(me, mine) + "; " + describe(r, theirs),
                    "devices of the same index must be allocated with the same settings "
                    "(WEFT_PACKET_SIZE, WEFT_INBOX_DEPTH, WEFT_SHM_*)");
     }
-    b.put(key("seg", ctx.context_id(), index, me), name);
+    b.put(key("seg", ctx.context_id(), index), name);
     b.fence();
   }
   for (int r = 0; r < n; ++r) {
@@ -235,7 +234,7 @@ shm_device::shm_device(shm_context& ctx, int index, const device_config& cfg)
     } else {
       // Map whatever the peer created, check its header, and only then rely on its size:
       // a peer with other settings gets a message naming them, not a bus error.
-      p->seg.attach(b.get(key("seg", ctx.context_id(), index, r)), sizeof(segment_header));
+      p->seg.attach(b.get(r, key("seg", ctx.context_id(), index)), sizeof(segment_header));
       p->base = static_cast<char*>(p->seg.base());
       auto* ph = reinterpret_cast<segment_header*>(p->base);
       if (ph->magic != segment_magic || ph->layout != layout_version || ph->rank != uint32_t(r))
