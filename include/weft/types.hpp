@@ -165,6 +165,20 @@ struct rbuffer_t {
 // Most entries a buffer list (.buffers(), .remote_buffers()) may have.
 inline constexpr size_t max_buffers = 64;
 
+// A program's own collective layer (typically MPI) as Weft's bootstrap: see set_bootstrap
+// and <weft/mpi.hpp>.
+struct bootstrap_ops_t {
+  int rank = -1;
+  int size = 0;
+  // Ranks on this host and this rank among them; -1 and 0: Weft works them out from
+  // WEFT_HOST_ID or the host's name and boot id, exchanged with allgather.
+  int local_rank = -1;
+  int local_size = 0;
+  // Collective: gathers `len` bytes from every rank into `recv` (size * len bytes, in rank
+  // order). Called by the thread that allocates a runtime or a device.
+  std::function<void(const void* send, void* recv, size_t len)> allgather;
+};
+
 // The one exception type Weft throws. what() reads
 // "weft: <call>: <argument> = <value>: <reason>".
 class WEFT_API fatal_error : public std::runtime_error {

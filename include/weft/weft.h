@@ -145,6 +145,18 @@ WEFT_C_API int weft_get_rank_local_n(void);
 WEFT_C_API int weft_get_rank_me_x(weft_runtime_t runtime);
 WEFT_C_API int weft_get_rank_n_x(weft_runtime_t runtime);
 
+/* The program's own collectives (an MPI communicator, say) as Weft's bootstrap; call before
+ * weft_g_runtime_init. allgather gathers len bytes from every rank into recv (size * len
+ * bytes, rank order); local_rank -1 and local_size 0 let Weft work out the ranks on this host.
+ * With MPI:
+ *   static void gather(const void* s, void* r, size_t len, void* comm) {
+ *     MPI_Allgather(s, (int)len, MPI_BYTE, r, (int)len, MPI_BYTE, *(MPI_Comm*)comm);
+ *   }
+ *   weft_set_bootstrap(rank, size, -1, 0, gather, &comm); */
+typedef void (*weft_allgather_fn_t)(const void* send, void* recv, size_t len, void* arg);
+WEFT_C_API int weft_set_bootstrap(int rank, int size, int local_rank, int local_size,
+                                  weft_allgather_fn_t allgather, void* arg);
+
 /* Errors found at a target with nothing to signal (a malformed message...). One handler for
  * the whole process; NULL restores the default (log and drop). */
 typedef void (*weft_error_handler_fn_t)(int rank_me, int peer, const char* what);

@@ -41,6 +41,11 @@ inline int get_rank_local_n() {
   return get_rank_local_n_x()();
 }
 
+// Use the program's own collectives (an MPI communicator, say) instead of a launcher's:
+// call before the first g_runtime_init/alloc_runtime; every runtime allocated afterwards
+// gets rank, size and its address exchange from `ops`. Refused while a runtime is active.
+WEFT_API void set_bootstrap(bootstrap_ops_t ops);
+
 // Runtime-level handler for errors found at a target that has nothing to signal.
 WEFT_API void set_error_handler(error_handler_fn_t fn, runtime_t runtime = {});
 

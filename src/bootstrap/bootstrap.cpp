@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 
+#include "bootstrap/allgather.hpp"
 #include "bootstrap/kvs_wire.hpp"
 #include "bootstrap/pmi.hpp"
 #include "bootstrap/pmix.hpp"
@@ -164,17 +165,26 @@ std::shared_ptr<bootstrap> create() {
 
 }  // namespace
 
+namespace {
+std::mutex current_lock;
+std::weak_ptr<bootstrap> current;
+}  // namespace
+
 std::shared_ptr<bootstrap> acquire() {
-  static std::mutex lock;
-  static std::weak_ptr<bootstrap> current;
-  std::lock_guard<std::mutex> g(lock);
+  std::lock_guard<std::mutex> g(current_lock);
   auto b = current.lock();
   if (!b) {
-    b = create();
+    b = make_user_bootstrap();  // the program's own collectives win over any launcher
+    if (!b) b = create();
     current = b;
     WEFT_LOG(info, "bootstrap %s: rank %d of %d", b->name(), b->rank(), b->size());
   }
   return b;
+}
+
+bool bootstrap_active() {
+  std::lock_guard<std::mutex> g(current_lock);
+  return !current.expired();
 }
 
 }  // namespace weft::bootstrap

@@ -254,6 +254,23 @@ int weft_get_rank_n_x(weft_runtime_t runtime) {
   return rank_query(runtime, 1);
 }
 
+int weft_set_bootstrap(int rank, int size, int local_rank, int local_size,
+                       weft_allgather_fn_t allgather, void* arg) {
+  return guard([&] {
+    if (!allgather)
+      throw fatal_error("set_bootstrap", "allgather", "NULL", "a bootstrap needs an allgather");
+    bootstrap_ops_t ops;
+    ops.rank = rank;
+    ops.size = size;
+    ops.local_rank = local_rank;
+    ops.local_size = local_size;
+    ops.allgather = [allgather, arg](const void* s, void* r, size_t len) {
+      allgather(s, r, len, arg);
+    };
+    set_bootstrap(std::move(ops));
+  });
+}
+
 int weft_set_error_handler(weft_error_handler_fn_t fn, weft_runtime_t runtime) {
   return guard([&] {
     c_error_handler.store(fn);

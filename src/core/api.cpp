@@ -1,6 +1,7 @@
 // The public functions: argument resolution and checks, then the resource or device call.
 #include <cstdlib>
 
+#include "bootstrap/allgather.hpp"
 #include "comp/comp.hpp"
 #include "comp/graph.hpp"
 #include "core/device.hpp"
@@ -132,6 +133,18 @@ void free_runtime(runtime_t* runtime) {
   if (!runtime || !runtime->p) util::fail("free_runtime", "runtime", "empty", "nothing to free");
   destroy_runtime(runtime->p, "free_runtime");
   runtime->p = nullptr;
+}
+
+void set_bootstrap(bootstrap_ops_t ops) {
+  if (bootstrap::bootstrap_active())
+    util::fail("set_bootstrap", "ops", "rank " + std::to_string(ops.rank),
+               "a runtime is active: call set_bootstrap before g_runtime_init/alloc_runtime");
+  if (!ops.allgather)
+    util::fail("set_bootstrap", "allgather", "empty", "a bootstrap needs an allgather");
+  if (ops.size < 1 || ops.rank < 0 || ops.rank >= ops.size)
+    util::fail("set_bootstrap", "rank", std::to_string(ops.rank),
+               "needs 0 <= rank < size = " + std::to_string(ops.size));
+  bootstrap::set_user_bootstrap(ops);
 }
 
 void set_error_handler(error_handler_fn_t fn, runtime_t runtime) {

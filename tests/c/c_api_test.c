@@ -88,6 +88,11 @@ static void on_edge(weft_status_t s, void* from, void* to) {
   (void)to;
   if (s.errorcode == WEFT_DONE) ++edge_calls;
 }
+static int gathers = 0;
+static void self_gather(const void* send, void* recv, size_t len, void* arg) {
+  memcpy(recv, send, len); /* a job of one rank */
+  ++*(int*)arg;
+}
 static uint64_t my_key(int rank, uint32_t tag, uint8_t policy) {
   return ((uint64_t)(uint32_t)rank << 32) ^ tag ^ ((uint64_t)policy << 60);
 }
@@ -378,6 +383,25 @@ int main(void) {
   OK(weft_g_runtime_fina());
   CHECK(weft_get_rank_me() == -1);
   REFUSED(weft_post_send(0, out, 8, 1, NULL, &s), "no runtime is active");
+
+  /* The program's own collectives as the bootstrap: here a one-rank job whose allgather is
+   * a copy. Refused while a runtime is active, and without a function. */
+  REFUSED(weft_set_bootstrap(0, 1, -1, 0, NULL, NULL), "allgather");
+  REFUSED(weft_set_bootstrap(3, 2, -1, 0, self_gather, &gathers), "rank");
+  OK(weft_set_bootstrap(0, 1, -1, 0, self_gather, &gathers));
+  OK(weft_g_runtime_init());
+  CHECK(weft_get_rank_me() == 0 && weft_get_rank_n() == 1 && weft_get_rank_local_n() == 1);
+  CHECK(gathers >= 2); /* lengths, then the lists */
+  REFUSED(weft_set_bootstrap(0, 1, -1, 0, self_gather, &gathers), "a runtime is active");
+  OK(weft_alloc_cq(&cq));
+  OK(weft_register_rcomp(cq, &rc));
+  value = 4242;
+  OK(weft_post_am(0, &value, sizeof(value), NULL, rc, &s));
+  got = wait_cq(cq);
+  CHECK(got.size == sizeof(value) && *(int64_t*)got.buf == 4242);
+  free(got.buf);
+  OK(weft_free_comp(&cq));
+  OK(weft_g_runtime_fina());
   if (failures) {
     fprintf(stderr, "rank %d: c_api: %d of %d checks failed\n", me, failures, checks);
     return 1;
