@@ -32,11 +32,6 @@ WEFT_BOOTSTRAP=pmi1 WEFT_LOG_LEVEL=info timeout 60 mpiexec.hydra -n 2 "$mp" matr
 [ "$(grep -c 'bootstrap pmi1: rank' "$out")" -eq 2 ] || { cat "$out"; fail "WEFT_BOOTSTRAP=pmi1 not honoured"; }
 pass "PMI_FD selects PMI-2; WEFT_BOOTSTRAP=pmi1 selects PMI-1"
 
-expect_error() {  # text, command...
-  local text=$1; shift
-  timeout 60 "$@" >"$out" 2>&1 </dev/null && { cat "$out"; fail "no error for: $*"; }
-  grep -q -- "$text" "$out" || { cat "$out"; fail "expected '$text' for: $*"; }
-}
 expect_error "PMI_RANK is set but PMI_FD is not" env PMI_RANK=0 PMI_SIZE=2 "$mp" matrix
 expect_error "PMI_FD = <unset>" env WEFT_BOOTSTRAP=pmi1 PMI_RANK=0 PMI_SIZE=2 "$mp" matrix
 expect_error "PMI_FD = 0: is not a socket" env WEFT_BOOTSTRAP=pmi2 PMI_FD=0 PMI_RANK=0 PMI_SIZE=2 "$mp" matrix

@@ -22,11 +22,6 @@ WEFT_LOG_LEVEL=info timeout 60 "${mpirun[@]}" -n 2 "$mp" matrix >"$out" 2>&1 || 
 [ "$(grep -c 'bootstrap pmix: rank' "$out")" -eq 2 ] || { cat "$out"; fail "PMIx not chosen under mpirun"; }
 pass "PMIX_RANK and PMIX_NAMESPACE select PMIx"
 
-expect_error() {  # text, command...
-  local text=$1; shift
-  timeout 60 "$@" >"$out" 2>&1 </dev/null && { cat "$out"; fail "no error for: $*"; }
-  grep -q -- "$text" "$out" || { cat "$out"; fail "expected '$text' for: $*"; }
-}
 expect_error "PMIX_RANK is set but PMIX_NAMESPACE is not" env PMIX_RANK=0 "$mp" matrix
 expect_error "cannot reach the launcher's PMIx server" env WEFT_BOOTSTRAP=pmix "$mp" matrix
 expect_error "cannot reach the launcher's PMIx server" env PMIX_RANK=0 PMIX_NAMESPACE=nobody "$mp" matrix
