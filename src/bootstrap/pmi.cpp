@@ -2,7 +2,8 @@
 // (MPICH's hydra speaks both; Slurm's srun --mpi=pmi2 speaks PMI-2), so no libpmi is needed.
 //   PMI-1: newline-terminated lines of blank-separated key=value words, e.g.
 //          "cmd=put kvsname=K key=k value=v" -> "cmd=put_result rc=0 msg=success".
-//   PMI-2: a 6-character decimal length, then "cmd=kvs-put;key=k;value=v;" style pairs.
+//   PMI-2: after a PMI-1 init line asking for version 2, a 6-character decimal length,
+//          then "cmd=kvs-put;key=k;value=v;" style pairs.
 // Which ranks share a host comes from the PMI_process_mapping attribute
 // ("(vector,(first node,node count,ranks per node),...)", repeated until every rank has a
 // node). Values travel hex-encoded, so any byte is safe.
@@ -63,7 +64,14 @@ class pmi_bootstrap final : public bootstrap {
       fields r = v1("cmd=get kvsname=" + kvsname_ + " key=PMI_process_mapping");
       if (r["rc"] == "0") mapping = r["value"];
     } else {
-      fields r = expect(v2("cmd=fullinit;pmirank=" + std::to_string(rank_) + ";threaded=TRUE;"),
+      // PMI-2 starts with the PMI-1 init line asking for version 2; then frames follow.
+      fields init = expect(v1("cmd=init pmi_version=2 pmi_subversion=0"), "response_to_init");
+      if (init["pmi_version"] != "2")
+        util::fail(call_, "pmi_version", init["pmi_version"], "the launcher does not speak PMI-2");
+      // Slurm wants the job id it set in PMI_JOBID; hydra sets none.
+      const std::string jobid = util::env_string("PMI_JOBID", "");
+      fields r = expect(v2("cmd=fullinit;" + (jobid.empty() ? "" : "pmijobid=" + jobid + ";") +
+                           "pmirank=" + std::to_string(rank_) + ";threaded=TRUE;"),
                         "fullinit-response");
       if (r["rank"] != std::to_string(rank_) || r["size"] != std::to_string(size_))
         util::fail(call_, "fullinit", "rank " + r["rank"] + " size " + r["size"],
