@@ -13,7 +13,7 @@ run_ctest() {  # build dir, ctest arguments...
   ctest --test-dir "$dir" --output-on-failure -j 2 "$@" | tee -a "$summary"
 }
 echo "== build (warnings are errors)"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWEFT_WERROR=ON >/dev/null
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWEFT_WERROR=ON -DWEFT_BUILD_TESTS=ON >/dev/null
 cmake --build build -j "$jobs"
 echo "== all tests"
 run_ctest build

@@ -1,4 +1,4 @@
-// The one small interface every network backend implements (shm now; ofi and ucx later).
+// The one small interface every network backend implements (shm and ofi now; ucx later).
 // A context holds a runtime's global network resources; a device holds those a thread
 // touches on the critical path. Nothing above this file knows which backend runs.
 #pragma once

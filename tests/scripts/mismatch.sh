@@ -25,3 +25,11 @@ pass "inbox-lanes mismatch refused"
 WEFT_SHM_LANES=0 "$mp" matrix >"$out" 2>&1 && fail "WEFT_SHM_LANES=0 accepted"
 grep -q "WEFT_SHM_LANES = 0.*must be 1..64" "$out" || { cat "$out"; fail "WEFT_SHM_LANES=0 message"; }
 pass "WEFT_SHM_LANES=0 refused"
+WEFT_BACKEND=carrier-pigeon "$mp" matrix >"$out" 2>&1 && fail "unknown backend accepted"
+grep -q "WEFT_BACKEND = carrier-pigeon: unknown backend (known: auto, shm, ofi)" "$out" || { cat "$out"; fail "unknown backend message"; }
+pass "unknown backend refused"
+if grep -q "OFI_FOUND:INTERNAL=1" "$4/CMakeCache.txt" 2>/dev/null; then
+  WEFT_BACKEND=ofi WEFT_OFI_PROVIDER=nosuchprovider "$mp" matrix >"$out" 2>&1 && fail "unknown provider accepted"
+  grep -q "WEFT_OFI_PROVIDER = nosuchprovider: no provider offers reliable datagrams" "$out" || { cat "$out"; fail "unknown provider message"; }
+  pass "unknown libfabric provider refused"
+fi

@@ -717,7 +717,8 @@ bool shm_device::peer_alive(int rank) {
 }  // namespace weft::net::shm
 
 namespace weft::net {
-std::unique_ptr<context> make_context(std::shared_ptr<bootstrap::bootstrap> boot, int context_id) {
+std::unique_ptr<context> make_shm_context(std::shared_ptr<bootstrap::bootstrap> boot,
+                                          int context_id) {
   return std::make_unique<shm::shm_context>(std::move(boot), context_id);
 }
 }  // namespace weft::net

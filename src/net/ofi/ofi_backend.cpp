@@ -1,0 +1,483 @@
+#include "net/ofi/ofi_backend.hpp"
+
+#include <rdma/fi_cm.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "bootstrap/bootstrap.hpp"
+#include "util/env.hpp"
+#include "util/fail.hpp"
+#include "util/log.hpp"
+
+namespace weft::net::ofi {
+namespace {
+
+constexpr const char* call = "ofi backend";
+
+void check(ssize_t rc, const char* what) {
+  if (rc != 0) util::fail(call, what, std::to_string(rc), fi_strerror(int(-rc)));
+}
+
+std::string key(int ctx, int index) {
+  return "ofi-" + std::to_string(ctx) + "-" + std::to_string(index);
+}
+
+}  // namespace
+
+// ---- context ------------------------------------------------------------------------------
+ofi_context::ofi_context(std::shared_ptr<bootstrap::bootstrap> boot, int context_id)
+    : boot_(std::move(boot)), context_id_(context_id) {
+  fi_info* hints = fi_allocinfo();
+  hints->ep_attr->type = FI_EP_RDM;
+  hints->caps = FI_MSG | FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+  hints->mode = FI_CONTEXT | FI_CONTEXT2;
+  hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+  hints->domain_attr->threading = FI_THREAD_SAFE;
+  // Messages between two endpoints arrive in the order they were sent (Weft's matching
+  // does not overtake).
+  hints->tx_attr->msg_order = FI_ORDER_SAS;
+  hints->rx_attr->msg_order = FI_ORDER_SAS;
+  const std::string prov = util::env_string("WEFT_OFI_PROVIDER", "");
+  if (!prov.empty()) hints->fabric_attr->prov_name = strdup(prov.c_str());
+  int rc = fi_getinfo(FI_VERSION(1, 9), nullptr, nullptr, 0, hints, &info_);
+  fi_freeinfo(hints);
+  if (rc != 0 || !info_)
+    util::fail(call, "WEFT_OFI_PROVIDER", prov.empty() ? "<any>" : prov,
+               std::string("no provider offers reliable datagrams with messages and RMA here (") +
+                   fi_strerror(-rc) + "); fi_info -t FI_EP_RDM lists what there is");
+  if (prov.empty()) {
+    // The first answer is libfabric's preference; shared memory only reaches this host.
+    for (fi_info* i = info_; i; i = i->next)
+      if (strcmp(i->fabric_attr->prov_name, "shm") != 0 || boot_->local_size() == boot_->size()) {
+        fi_info* chosen = fi_dupinfo(i);
+        fi_freeinfo(info_);
+        info_ = chosen;
+        break;
+      }
+  }
+  virt_addr_ = info_->domain_attr->mr_mode & FI_MR_VIRT_ADDR;
+  prov_key_ = info_->domain_attr->mr_mode & FI_MR_PROV_KEY;
+  mr_local_ =
+      (info_->domain_attr->mr_mode & FI_MR_LOCAL) || util::env_bool("WEFT_OFI_MR_LOCAL", false);
+  check(fi_fabric(info_->fabric_attr, &fabric_, nullptr), "fi_fabric");
+  check(fi_domain(fabric_, info_, &domain_, nullptr), "fi_domain");
+  WEFT_LOG(info, "ofi context %d: %s", context_id_, describe().c_str());
+}
+
+ofi_context::~ofi_context() {
+  if (domain_) fi_close(&domain_->fid);
+  if (fabric_) fi_close(&fabric_->fid);
+  if (info_) fi_freeinfo(info_);
+}
+
+std::string ofi_context::describe() const {
+  return std::string("ofi: provider ") + info_->fabric_attr->prov_name + ", fabric " +
+         info_->fabric_attr->name + ", domain " + info_->domain_attr->name + ", inject " +
+         std::to_string(info_->tx_attr->inject_size) + " B, addresses " +
+         (virt_addr_ ? "virtual" : "offsets") + (mr_local_ ? ", local buffers registered" : "");
+}
+
+std::unique_ptr<device> ofi_context::alloc_device(int index, const device_config& cfg) {
+  return std::make_unique<ofi_device>(*this, index, cfg);
+}
+
+mr_t ofi_context::register_memory(void* base, size_t size) {
+  fid_mr* mr = nullptr;
+  const uint64_t requested = next_key();  // never reused: a stale key misses
+  check(fi_mr_reg(domain_, base, size, FI_REMOTE_READ | FI_REMOTE_WRITE | FI_READ | FI_WRITE, 0,
+                  requested, 0, &mr, nullptr),
+        "fi_mr_reg");
+  mr_t m;
+  m.base = base;
+  m.size = size;
+  m.key = fi_mr_key(mr);
+  // The generation carries what the initiator needs besides the key: the region's address,
+  // to address by offset where the provider wants it.
+  m.generation = reinterpret_cast<uint64_t>(base);
+  m.backend = mr;
+  return m;
+}
+
+void ofi_context::deregister_memory(mr_t& mr) {
+  if (mr.backend) fi_close(&static_cast<fid_mr*>(mr.backend)->fid);
+  mr.backend = nullptr;
+}
+
+// ---- device -------------------------------------------------------------------------------
+ofi_device::ofi_device(ofi_context& ctx, int index, const device_config& cfg)
+    : ctx_(ctx), index_(index), me_(ctx.boot().rank()), cell_size_(cfg.cell_size) {
+  fi_info* info = ctx.info();
+  fi_cq_attr cq_attr{};
+  cq_attr.format = FI_CQ_FORMAT_DATA;
+  cq_attr.size = 0;
+  check(fi_cq_open(ctx.domain(), &cq_attr, &cq_, nullptr), "fi_cq_open");
+  fi_av_attr av_attr{};
+  av_attr.type = FI_AV_TABLE;
+  check(fi_av_open(ctx.domain(), &av_attr, &av_, nullptr), "fi_av_open");
+  check(fi_endpoint(ctx.domain(), info, &ep_, nullptr), "fi_endpoint");
+  check(fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)");
+  check(fi_ep_bind(ep_, &av_->fid, 0), "fi_ep_bind(av)");
+  check(fi_enable(ep_), "fi_enable");
+
+  // Addresses: every rank publishes its endpoint's name, then inserts all in rank order,
+  // so that a peer's fi_addr_t is its rank's entry.
+  char name[256];
+  size_t len = sizeof(name);
+  check(fi_getname(&ep_->fid, name, &len), "fi_getname");
+  auto& b = ctx.boot();
+  b.put(key(ctx.context_id(), index), std::string(name, len));
+  b.fence();
+  const int n = b.size();
+  peers_.resize(size_t(n));
+  dead_.reset(new std::atomic<bool>[size_t(n)]);
+  for (int r = 0; r < n; ++r) {
+    dead_[size_t(r)].store(false);
+    std::string theirs = b.get(r, key(ctx.context_id(), index));
+    if (fi_av_insert(av_, theirs.data(), 1, &peers_[size_t(r)], 0, nullptr) != 1)
+      util::fail(call, "address of rank " + std::to_string(r),
+                 std::to_string(theirs.size()) + " bytes",
+                 "fi_av_insert refused it (a peer with another provider?)");
+  }
+
+  const size_t nrecv = std::max<size_t>(16, std::min<size_t>(cfg.inbox_depth, 256));
+  const size_t nsend = 256;
+  recv_mem_.resize(nrecv * cell_size_);
+  send_mem_.resize(nsend * cell_size_);
+  recv_ops_.resize(nrecv);
+  send_ops_.resize(nsend);
+  if (ctx.mr_local()) {
+    recv_mr_ = register_local(recv_mem_.data(), recv_mem_.size(), FI_RECV);
+    send_mr_ = register_local(send_mem_.data(), send_mem_.size(), FI_SEND);
+  }
+  for (uint32_t i = 0; i < nsend; ++i) {
+    send_ops_[i].kind = op::send;
+    send_ops_[i].buffer = i;
+    free_sends_.push_back(uint32_t(nsend - 1 - i));
+  }
+  for (uint32_t i = 0; i < nrecv; ++i) {
+    recv_ops_[i].kind = op::recv;
+    recv_ops_[i].buffer = i;
+    post_recv(i);
+  }
+  b.fence();  // nobody sends before every receive buffer is posted
+}
+
+ofi_device::~ofi_device() {
+  if (ep_) fi_close(&ep_->fid);
+  if (av_) fi_close(&av_->fid);
+  if (cq_) fi_close(&cq_->fid);
+  if (recv_mr_) fi_close(&recv_mr_->fid);
+  if (send_mr_) fi_close(&send_mr_->fid);
+}
+
+fid_mr* ofi_device::register_local(void* buf, size_t len, uint64_t access) {
+  fid_mr* mr = nullptr;
+  check(fi_mr_reg(ctx_.domain(), buf, len, access, 0, ctx_.next_key(), 0, &mr, nullptr),
+        "fi_mr_reg(local)");
+  return mr;
+}
+
+size_t ofi_device::max_inject_size() const {
+  size_t inject = ctx_.info()->tx_attr->inject_size;
+  return inject > sizeof(prefix) ? inject - sizeof(prefix) : 0;
+}
+
+void* ofi_device::desc_of_send(uint32_t) const {
+  return send_mr_ ? fi_mr_desc(send_mr_) : nullptr;
+}
+
+void ofi_device::post_recv(uint32_t i) {
+  void* desc = recv_mr_ ? fi_mr_desc(recv_mr_) : nullptr;
+  ssize_t rc = fi_recv(ep_, &recv_mem_[size_t(i) * cell_size_], cell_size_, desc, FI_ADDR_UNSPEC,
+                       &recv_ops_[i].fi);
+  if (rc == -FI_EAGAIN)
+    to_repost_.push_back(i);
+  else
+    check(rc, "fi_recv");
+}
+
+// Copies prefix|a|b into a send buffer and sends it; false when none is free or the
+// provider is busy.
+bool ofi_device::send_buffer(int rank, const prefix& p, const void* a, size_t alen, const void* b,
+                             size_t blen, stream* owner) {
+  uint32_t i;
+  {
+    util::lock_guard<util::spinlock> g(send_lock_);
+    if (free_sends_.empty()) return false;
+    i = free_sends_.back();
+    free_sends_.pop_back();
+  }
+  char* buf = &send_mem_[size_t(i) * cell_size_];
+  memcpy(buf, &p, sizeof(p));
+  if (alen) memcpy(buf + sizeof(p), a, alen);
+  if (blen) memcpy(buf + sizeof(p) + alen, b, blen);
+  send_ops_[i].owner = owner;
+  send_ops_[i].rank = rank;
+  ssize_t rc = fi_send(ep_, buf, sizeof(p) + alen + blen, desc_of_send(i), peers_[size_t(rank)],
+                       &send_ops_[i].fi);
+  if (rc == 0) return true;
+  util::lock_guard<util::spinlock> g(send_lock_);
+  free_sends_.push_back(i);
+  if (rc != -FI_EAGAIN) check(rc, "fi_send");
+  return false;
+}
+
+bool ofi_device::try_send(int rank, const void* hdr, size_t hdr_len, const void* payload,
+                          size_t len) {
+  prefix p{uint32_t(me_), kind_message, {}};
+  const size_t total = sizeof(p) + hdr_len + len;
+  if (total <= ctx_.info()->tx_attr->inject_size && !ctx_.mr_local()) {
+    char buf[256];
+    if (total <= sizeof(buf)) {
+      memcpy(buf, &p, sizeof(p));
+      memcpy(buf + sizeof(p), hdr, hdr_len);
+      if (len) memcpy(buf + sizeof(p) + hdr_len, payload, len);
+      ssize_t rc = fi_inject(ep_, buf, total, peers_[size_t(rank)]);
+      if (rc == -FI_EAGAIN) return false;
+      check(rc, "fi_inject");
+      return true;
+    }
+  }
+  return send_buffer(rank, p, hdr, hdr_len, payload, len, nullptr);
+}
+
+bool ofi_device::send_note(int rank, const void* note, size_t len) {
+  prefix p{uint32_t(me_), kind_notify, {}};
+  return send_buffer(rank, p, note, len, nullptr, 0, nullptr);
+}
+
+bool ofi_device::try_put(int rank, const void* src, size_t size, uint64_t remote_addr, rkey_t k,
+                         const void* note, size_t note_len, void* ctx) {
+  if (k.key == 0) {
+    // The core's rendezvous data into a buffer the target named: streamed as messages.
+    auto s = std::make_unique<stream>();
+    s->rank = rank;
+    s->src = static_cast<const char*>(src);
+    s->dst = remote_addr;
+    s->size = size;
+    s->id = next_stream_.fetch_add(1);
+    s->ctx = ctx;
+    s->note_len = uint32_t(note_len);
+    if (note_len) memcpy(s->note, note, note_len);
+    util::lock_guard<util::spinlock> g(streams_lock_);
+    new_streams_.push_back(std::move(s));
+    return true;
+  }
+  auto* o = new op{};
+  o->kind = op::write;
+  o->rank = rank;
+  o->ctx = ctx;
+  o->note_len = uint32_t(note_len);
+  if (note_len) memcpy(o->note, note, note_len);
+  iovec iov{const_cast<void*>(src), size};
+  if (ctx_.mr_local() && size) o->local_mr = register_local(iov.iov_base, size, FI_WRITE);
+  void* desc = o->local_mr ? fi_mr_desc(o->local_mr) : nullptr;
+  fi_rma_iov rma{ctx_.virt_addr() ? remote_addr : remote_addr - k.generation, size, k.key};
+  fi_msg_rma msg{&iov, &desc, 1, peers_[size_t(rank)], &rma, 1, &o->fi, 0};
+  ssize_t rc = fi_writemsg(ep_, &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE);
+  if (rc == 0) return true;
+  WEFT_LOG(debug, "ofi: fi_writemsg of %zu bytes to rank %d: %s", size, rank,
+           fi_strerror(int(-rc)));
+  if (o->local_mr) fi_close(&o->local_mr->fid);
+  delete o;
+  if (rc == -FI_EAGAIN) return false;
+  check(rc, "fi_writemsg");
+  return false;
+}
+
+bool ofi_device::try_get(int rank, void* dst, size_t size, uint64_t remote_addr, rkey_t k,
+                         const void* note, size_t note_len, void* ctx) {
+  auto* o = new op{};
+  o->kind = op::read;
+  o->rank = rank;
+  o->ctx = ctx;
+  o->note_len = uint32_t(note_len);
+  if (note_len) memcpy(o->note, note, note_len);
+  iovec iov{dst, size};
+  if (ctx_.mr_local() && size) o->local_mr = register_local(dst, size, FI_READ);
+  void* desc = o->local_mr ? fi_mr_desc(o->local_mr) : nullptr;
+  fi_rma_iov rma{ctx_.virt_addr() ? remote_addr : remote_addr - k.generation, size, k.key};
+  fi_msg_rma msg{&iov, &desc, 1, peers_[size_t(rank)], &rma, 1, &o->fi, 0};
+  ssize_t rc = fi_readmsg(ep_, &msg, FI_COMPLETION);
+  if (rc == 0) return true;
+  if (o->local_mr) fi_close(&o->local_mr->fid);
+  delete o;
+  if (rc == -FI_EAGAIN) return false;
+  check(rc, "fi_readmsg");
+  return false;
+}
+
+const char* ofi_device::check_remote(int, uint64_t, size_t, rkey_t) {
+  return nullptr;  // the provider checks the key at the target
+}
+
+void ofi_device::advance_streams() {
+  {
+    util::lock_guard<util::spinlock> g(streams_lock_);
+    for (auto& s : new_streams_) streams_.push_back(std::move(s));
+    new_streams_.clear();
+  }
+  const size_t room = cell_size_ - sizeof(prefix) - sizeof(chunk_header);
+  for (auto& s : streams_) {
+    while (s->sent < s->size || s->chunks == 0) {
+      const size_t len = std::min<uint64_t>(room, s->size - s->sent);
+      chunk_header h{s->dst + s->sent, s->id, s->size, uint32_t(len), s->note_len, {}};
+      memcpy(h.note, s->note, s->note_len);
+      prefix p{uint32_t(me_), kind_chunk, {}};
+      if (!send_buffer(s->rank, p, &h, sizeof(h), s->src + s->sent, len, s.get())) return;
+      s->sent += len;
+      ++s->chunks;
+    }
+  }
+}
+
+void ofi_device::received(sink& s, op* o, size_t len) {
+  const char* buf = &recv_mem_[size_t(o->buffer) * cell_size_];
+  prefix p;
+  if (len < sizeof(p)) {
+    WEFT_LOG(error, "ofi: a message of %zu bytes, shorter than its prefix, dropped", len);
+    return;
+  }
+  memcpy(&p, buf, sizeof(p));
+  const char* body = buf + sizeof(p);
+  const size_t blen = len - sizeof(p);
+  if (p.src >= peers_.size()) {
+    WEFT_LOG(error, "ofi: a message names sender %u of %zu ranks, dropped", p.src, peers_.size());
+    return;
+  }
+  const int src = int(p.src);
+  switch (p.kind) {
+    case kind_message: s.on_message(src, body, blen); return;
+    case kind_notify: s.on_remote_notify(src, body, blen); return;
+    case kind_chunk: {
+      chunk_header h;
+      if (blen < sizeof(h)) break;
+      memcpy(&h, body, sizeof(h));
+      if (h.len != blen - sizeof(h) || h.note_len > max_note_size) break;
+      if (h.len) memcpy(reinterpret_cast<void*>(h.dst), body + sizeof(h), h.len);
+      auto& in = incoming_[{src, h.stream}];
+      in.got += h.len;
+      in.note_len = h.note_len;
+      memcpy(in.note, h.note, h.note_len);
+      if (in.got >= h.total) {
+        incoming entry = in;
+        incoming_.erase({src, h.stream});
+        if (entry.note_len) s.on_remote_notify(src, entry.note, entry.note_len);
+      }
+      return;
+    }
+  }
+  WEFT_LOG(error, "ofi: a malformed message (kind %u, %zu bytes) from rank %d, dropped",
+           unsigned(p.kind), len, src);
+}
+
+void ofi_device::complete(sink& s, op* o, bool ok) {
+  switch (o->kind) {
+    case op::recv: post_recv(o->buffer); return;
+    case op::send: {
+      stream* owner = o->owner;
+      {
+        util::lock_guard<util::spinlock> g(send_lock_);
+        free_sends_.push_back(o->buffer);
+      }
+      if (owner && ++owner->completed == owner->chunks && owner->sent == owner->size) {
+        s.on_put_local_done(owner->ctx, ok);
+        auto it =
+            std::find_if(streams_.begin(), streams_.end(),
+                         [owner](const std::unique_ptr<stream>& x) { return x.get() == owner; });
+        if (it != streams_.end()) streams_.erase(it);
+      }
+      return;
+    }
+    case op::write:
+    case op::read: {
+      if (o->local_mr) fi_close(&o->local_mr->fid);
+      if (ok && o->note_len && !send_note(o->rank, o->note, o->note_len)) {
+        pending_note n{o->rank, o->note_len, {}};
+        memcpy(n.note, o->note, o->note_len);
+        notes_.push_back(n);
+      }
+      if (o->kind == op::write)
+        s.on_put_local_done(o->ctx, ok);
+      else
+        s.on_get_done(o->ctx, ok);
+      delete o;
+      return;
+    }
+  }
+}
+
+size_t ofi_device::poll(sink& s, size_t max) {
+  if (!poll_lock_.try_lock()) return 0;
+  size_t n = 0;
+  for (size_t i = 0; i < notes_.size();) {
+    if (!send_note(notes_[i].rank, notes_[i].note, notes_[i].len)) break;
+    notes_.erase(notes_.begin() + long(i));
+    ++n;
+  }
+  if (!to_repost_.empty()) {
+    std::vector<uint32_t> again;
+    again.swap(to_repost_);
+    for (uint32_t i : again) post_recv(i);
+  }
+  advance_streams();
+  fi_cq_data_entry e[16];
+  while (n < max) {
+    ssize_t got = fi_cq_read(cq_, e, std::min<size_t>(16, max - n));
+    if (got == -FI_EAGAIN) break;
+    if (got == -FI_EAVAIL) {
+      fi_cq_err_entry err{};
+      if (fi_cq_readerr(cq_, &err, 0) != 1) break;
+      auto* o = static_cast<op*>(err.op_context);
+      WEFT_LOG(warn, "ofi: %s with rank %d failed: %s",
+               o->kind == op::write  ? "put"
+               : o->kind == op::read ? "get"
+               : o->kind == op::send ? "send"
+                                     : "receive",
+               o->rank, fi_cq_strerror(cq_, err.prov_errno, err.err_data, nullptr, 0));
+      complete(s, o, false);
+      ++n;
+      continue;
+    }
+    if (got < 0) check(got, "fi_cq_read");
+    for (ssize_t i = 0; i < got; ++i) {
+      auto* o = static_cast<op*>(e[i].op_context);
+      if (o->kind == op::recv) received(s, o, e[i].len);
+      complete(s, o, true);
+    }
+    n += size_t(got);
+  }
+  poll_lock_.unlock();
+  return n;
+}
+
+void ofi_device::wait_for_message(uint32_t timeout_us) {
+  // Providers differ in wait objects; a short sleep keeps an idle thread off the core.
+  std::this_thread::sleep_for(std::chrono::microseconds(std::min<uint32_t>(timeout_us, 50)));
+}
+
+bool ofi_device::peer_alive(int rank) {
+  return !dead_[size_t(rank)].load(std::memory_order_relaxed);
+}
+
+void ofi_device::forget_peer(int rank) {
+  dead_[size_t(rank)].store(true);
+  util::lock_guard<util::spinlock> g(poll_lock_);
+  std::erase_if(streams_, [rank](const std::unique_ptr<stream>& s) { return s->rank == rank; });
+  std::erase_if(notes_, [rank](const pending_note& n) { return n.rank == rank; });
+}
+
+}  // namespace weft::net::ofi
+
+namespace weft::net {
+std::unique_ptr<context> make_ofi_context(std::shared_ptr<bootstrap::bootstrap> boot,
+                                          int context_id) {
+  return std::make_unique<ofi::ofi_context>(std::move(boot), context_id);
+}
+}  // namespace weft::net

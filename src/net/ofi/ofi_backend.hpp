@@ -1,0 +1,169 @@
+// The libfabric backend: reliable-datagram endpoints (FI_EP_RDM), one endpoint, completion
+// queue and address vector per device, so threads on different devices share nothing in
+// Weft (the provider may still serialise inside a domain; see docs/backends.md).
+//   message      fi_inject when it fits the provider's inject size, else fi_send from a
+//                device-owned send buffer; pre-posted receive buffers of one packet each
+//   put / get    fi_writemsg / fi_readmsg with FI_DELIVERY_COMPLETE into the peer's
+//                registration (the provider checks the key); a notification follows as a
+//                message once the write is delivered or the read has completed
+//   rendezvous   (the core's put with key 0 into a buffer it named) streamed as messages
+// Every message starts with an 8-byte prefix naming the sender, since not every provider
+// reports the source address (FI_SOURCE).
+#pragma once
+
+#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "net/backend.hpp"
+#include "util/spinlock.hpp"
+
+namespace weft::net::ofi {
+
+class ofi_context;
+
+class ofi_device final : public device {
+ public:
+  ofi_device(ofi_context& ctx, int index, const device_config& cfg);
+  ~ofi_device() override;
+
+  size_t max_message_size() const override { return cell_size_ - sizeof(prefix); }
+  size_t max_inject_size() const override;
+  bool try_send(int rank, const void* hdr, size_t hdr_len, const void* payload,
+                size_t len) override;
+  bool try_put(int rank, const void* src, size_t size, uint64_t remote_addr, rkey_t rkey,
+               const void* note, size_t note_len, void* ctx) override;
+  bool try_get(int rank, void* dst, size_t size, uint64_t remote_addr, rkey_t rkey,
+               const void* note, size_t note_len, void* ctx) override;
+  const char* check_remote(int rank, uint64_t remote_addr, size_t size, rkey_t rkey) override;
+  size_t poll(sink& s, size_t max) override;
+  void wait_for_message(uint32_t timeout_us) override;
+  bool peer_alive(int rank) override;
+  void forget_peer(int rank) override;
+
+  struct prefix {
+    uint32_t src;
+    uint8_t kind;  // msg_kind
+    uint8_t pad[3];
+  };
+  enum msg_kind : uint8_t { kind_message, kind_chunk, kind_notify };
+  // A piece of a rendezvous stream: `len` bytes for address `dst` of the target.
+  struct chunk_header {
+    uint64_t dst;
+    uint64_t stream;
+    uint64_t total;
+    uint32_t len;
+    uint32_t note_len;
+    char note[max_note_size];
+  };
+  struct stream {
+    int rank;
+    const char* src;
+    uint64_t dst, size, id, sent = 0, chunks = 0, completed = 0;
+    void* ctx;
+    uint32_t note_len;
+    char note[max_note_size];
+  };
+  // The completion context of every operation: fi_context2 first, as the provider wants.
+  struct op {
+    fi_context2 fi;
+    enum kind_t : uint8_t { recv, send, write, read } kind;
+    uint32_t buffer = 0;  // recv / send: index of the buffer
+    int rank = -1;
+    void* ctx = nullptr;         // write / read: the core's context
+    stream* owner = nullptr;     // send of a rendezvous chunk
+    fid_mr* local_mr = nullptr;  // FI_MR_LOCAL: the registration of a user buffer
+    uint32_t note_len = 0;
+    char note[max_note_size];
+  };
+
+ private:
+  bool send_buffer(int rank, const prefix& p, const void* a, size_t alen, const void* b,
+                   size_t blen, stream* owner);
+  void complete(sink& s, op* o, bool ok);
+  void received(sink& s, op* o, size_t len);
+  void post_recv(uint32_t i);
+  bool send_note(int rank, const void* note, size_t len);
+  void advance_streams();
+  void* desc_of_send(uint32_t i) const;
+  fid_mr* register_local(void* buf, size_t len, uint64_t access);
+
+  ofi_context& ctx_;
+  const int index_;
+  const int me_;
+  const size_t cell_size_;
+  fid_ep* ep_ = nullptr;
+  fid_cq* cq_ = nullptr;
+  fid_av* av_ = nullptr;
+  std::vector<fi_addr_t> peers_;
+  std::vector<char> recv_mem_, send_mem_;
+  std::vector<op> recv_ops_, send_ops_;
+  fid_mr* recv_mr_ = nullptr;
+  fid_mr* send_mr_ = nullptr;
+  util::spinlock send_lock_;
+  std::vector<uint32_t> free_sends_;
+  util::spinlock poll_lock_;
+  util::spinlock streams_lock_;
+  std::vector<std::unique_ptr<stream>> new_streams_, streams_;
+  std::atomic<uint64_t> next_stream_{1};
+  struct incoming {
+    uint64_t got = 0;
+    uint32_t note_len = 0;
+    char note[max_note_size];
+  };
+  std::map<std::pair<int, uint64_t>, incoming> incoming_;
+  struct pending_note {
+    int rank;
+    uint32_t len;
+    char note[max_note_size];
+  };
+  std::vector<pending_note> notes_;
+  std::vector<uint32_t> to_repost_;
+  std::unique_ptr<std::atomic<bool>[]> dead_;
+};
+
+class ofi_context final : public context {
+ public:
+  ofi_context(std::shared_ptr<bootstrap::bootstrap> boot, int context_id);
+  ~ofi_context() override;
+  const char* name() const override { return "ofi"; }
+  std::unique_ptr<device> alloc_device(int index, const device_config& cfg) override;
+  mr_t register_memory(void* base, size_t size) override;
+  void deregister_memory(mr_t& mr) override;
+  bool region_idle(const mr_t&) override { return true; }
+  void release_region(mr_t&) override {}
+  rkey_t get_rkey(const mr_t& mr) override { return rkey_t{mr.key, mr.generation}; }
+  std::string describe() const override;
+
+  bootstrap::bootstrap& boot() { return *boot_; }
+  int context_id() const { return context_id_; }
+  fi_info* info() const { return info_; }
+  fid_domain* domain() const { return domain_; }
+  // The address a peer's registration is reached at: the virtual address, or the offset
+  // into the registration for providers without FI_MR_VIRT_ADDR.
+  bool virt_addr() const { return virt_addr_; }
+  // Local buffers must be registered (FI_MR_LOCAL), by the provider's wish or forced by
+  // WEFT_OFI_MR_LOCAL=1 so that the path is tested where no provider asks for it.
+  bool mr_local() const { return mr_local_; }
+  // A registration key never used before in this domain (the provider refuses duplicates,
+  // and a stale remote key must not reach a newer region).
+  uint64_t next_key() { return next_key_.fetch_add(1); }
+
+ private:
+  std::shared_ptr<bootstrap::bootstrap> boot_;
+  const int context_id_;
+  fi_info* info_ = nullptr;
+  fid_fabric* fabric_ = nullptr;
+  fid_domain* domain_ = nullptr;
+  bool virt_addr_ = false;
+  bool mr_local_ = false;
+  bool prov_key_ = false;
+  std::atomic<uint64_t> next_key_{1};
+};
+
+}  // namespace weft::net::ofi
