@@ -46,6 +46,7 @@ static int owner_of(uint64_t key) {
   return (int)(mix(key) % (uint64_t)nranks);
 }
 static void value_of(uint64_t key, char* out) {
+  memset(out, 0, VALUE_SIZE); /* all VALUE_SIZE bytes are compared */
   snprintf(out, VALUE_SIZE, "value of key %llu", (unsigned long long)key);
 }
 

@@ -1,11 +1,16 @@
 // Which backend a runtime uses: WEFT_BACKEND, or by default shared memory when every rank
 // is on this host and the network (libfabric) otherwise.
+#include <dlfcn.h>
+#include <signal.h>
+
+#include <cstring>
 #include <memory>
 
 #include "bootstrap/bootstrap.hpp"
 #include "net/backend.hpp"
 #include "util/env.hpp"
 #include "util/fail.hpp"
+#include "util/log.hpp"
 
 namespace weft::net {
 
@@ -16,7 +21,30 @@ std::unique_ptr<context> make_ofi_context(std::shared_ptr<bootstrap::bootstrap> 
                                           int context_id);
 #endif
 
+namespace {
+// libfabric pulls in the PSM libraries (libinfinipath), whose constructors install handlers that
+// turn a crash into a printed backtrace and exit status 1. A crashing Weft program must die of its
+// signal, as it would without them (launchers and tests report the signal), so those handlers go;
+// handlers the program installed itself are left alone.
+void restore_crash_signals() {
+  for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT}) {
+    struct sigaction sa;
+    if (sigaction(sig, nullptr, &sa) != 0) continue;
+    void* fn = (sa.sa_flags & SA_SIGINFO) ? reinterpret_cast<void*>(sa.sa_sigaction)
+                                          : reinterpret_cast<void*>(sa.sa_handler);
+    if (fn == reinterpret_cast<void*>(SIG_DFL) || fn == reinterpret_cast<void*>(SIG_IGN)) continue;
+    Dl_info where;
+    if (!dladdr(fn, &where) || !where.dli_fname ||
+        (!strstr(where.dli_fname, "libpsm") && !strstr(where.dli_fname, "libinfinipath")))
+      continue;
+    signal(sig, SIG_DFL);
+    WEFT_LOG(info, "signal %d: handler of %s removed", sig, where.dli_fname);
+  }
+}
+}  // namespace
+
 std::unique_ptr<context> make_context(std::shared_ptr<bootstrap::bootstrap> boot, int context_id) {
+  restore_crash_signals();
   std::string which = util::env_string("WEFT_BACKEND", "auto");
   if (which == "auto") which = boot->local_size() == boot->size() ? "shm" : "ofi";
   if (which == "shm") return make_shm_context(std::move(boot), context_id);

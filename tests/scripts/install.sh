@@ -33,5 +33,6 @@ pass "pkg-config consumer builds with a plain compiler call and runs under the i
 # A C99 program against the installed C API (pkg-config weft-c), with the C compiler alone.
 cc -std=c99 -pedantic -Wall -Wextra -Werror -D_POSIX_C_SOURCE=200809L -o "$work/c_dht" "$src/examples/c_dht.c" \
   $(pkg-config --cflags --libs weft-c) 2>"$work/cc.log" || { cat "$work/cc.log"; fail "C99 build against weft.h"; }
-"$prefix/bin/weftrun" -n 2 env LD_LIBRARY_PATH="$prefix/lib" "$work/c_dht" 100 | grep -c "100 correct" | grep -q 2 || fail "C consumer"
+"$prefix/bin/weftrun" -n 2 env LD_LIBRARY_PATH="$prefix/lib" "$work/c_dht" 100 >"$work/dht.log" 2>&1
+grep -c "100 correct" "$work/dht.log" | grep -q 2 || { cat "$work/dht.log"; fail "C consumer"; }
 pass "a C99 program builds with cc against the installed weft.h and runs"
