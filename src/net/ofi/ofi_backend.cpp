@@ -269,47 +269,37 @@ bool ofi_device::try_put(int rank, const void* src, size_t size, uint64_t remote
     new_streams_.push_back(std::move(s));
     return true;
   }
-  auto* o = new op{};
-  o->kind = op::write;
-  o->rank = rank;
-  o->ctx = ctx;
-  o->note_len = uint32_t(note_len);
-  if (note_len) memcpy(o->note, note, note_len);
-  iovec iov{const_cast<void*>(src), size};
-  if (ctx_.mr_local() && size) o->local_mr = register_local(iov.iov_base, size, FI_WRITE);
-  void* desc = o->local_mr ? fi_mr_desc(o->local_mr) : nullptr;
-  fi_rma_iov rma{ctx_.virt_addr() ? remote_addr : remote_addr - k.generation, size, k.key};
-  fi_msg_rma msg{&iov, &desc, 1, peers_[size_t(rank)], &rma, 1, &o->fi, 0};
-  ssize_t rc = fi_writemsg(ep_, &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE);
-  if (rc == 0) return true;
-  WEFT_LOG(debug, "ofi: fi_writemsg of %zu bytes to rank %d: %s", size, rank,
-           fi_strerror(int(-rc)));
-  if (o->local_mr) fi_close(&o->local_mr->fid);
-  delete o;
-  if (rc == -FI_EAGAIN) return false;
-  check(rc, "fi_writemsg");
-  return false;
+  return rma(true, rank, const_cast<void*>(src), size, remote_addr, k, note, note_len, ctx);
 }
 
 bool ofi_device::try_get(int rank, void* dst, size_t size, uint64_t remote_addr, rkey_t k,
                          const void* note, size_t note_len, void* ctx) {
+  return rma(false, rank, dst, size, remote_addr, k, note, note_len, ctx);
+}
+
+// A write (complete once delivered at the target) or a read into the peer's registration.
+bool ofi_device::rma(bool write, int rank, void* local, size_t size, uint64_t remote_addr, rkey_t k,
+                     const void* note, size_t note_len, void* ctx) {
   auto* o = new op{};
-  o->kind = op::read;
+  o->kind = write ? op::write : op::read;
   o->rank = rank;
   o->ctx = ctx;
   o->note_len = uint32_t(note_len);
   if (note_len) memcpy(o->note, note, note_len);
-  iovec iov{dst, size};
-  if (ctx_.mr_local() && size) o->local_mr = register_local(dst, size, FI_READ);
+  iovec iov{local, size};
+  if (ctx_.mr_local() && size)
+    o->local_mr = register_local(local, size, write ? FI_WRITE : FI_READ);
   void* desc = o->local_mr ? fi_mr_desc(o->local_mr) : nullptr;
-  fi_rma_iov rma{ctx_.virt_addr() ? remote_addr : remote_addr - k.generation, size, k.key};
-  fi_msg_rma msg{&iov, &desc, 1, peers_[size_t(rank)], &rma, 1, &o->fi, 0};
-  ssize_t rc = fi_readmsg(ep_, &msg, FI_COMPLETION);
+  fi_rma_iov target{ctx_.virt_addr() ? remote_addr : remote_addr - k.generation, size, k.key};
+  fi_msg_rma msg{&iov, &desc, 1, peers_[size_t(rank)], &target, 1, &o->fi, 0};
+  ssize_t rc = write ? fi_writemsg(ep_, &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE)
+                     : fi_readmsg(ep_, &msg, FI_COMPLETION);
   if (rc == 0) return true;
+  WEFT_LOG(debug, "ofi: %s of %zu bytes with rank %d: %s", write ? "write" : "read", size, rank,
+           fi_strerror(int(-rc)));
   if (o->local_mr) fi_close(&o->local_mr->fid);
   delete o;
-  if (rc == -FI_EAGAIN) return false;
-  check(rc, "fi_readmsg");
+  if (rc != -FI_EAGAIN) check(rc, write ? "fi_writemsg" : "fi_readmsg");
   return false;
 }
 

@@ -89,6 +89,8 @@ class ofi_device final : public device {
   void received(sink& s, op* o, size_t len);
   void post_recv(uint32_t i);
   bool send_note(int rank, const void* note, size_t len);
+  bool rma(bool write, int rank, void* local, size_t size, uint64_t remote_addr, rkey_t k,
+           const void* note, size_t note_len, void* ctx);
   void advance_streams();
   void* desc_of_send(uint32_t i) const;
   fid_mr* register_local(void* buf, size_t len, uint64_t access);
