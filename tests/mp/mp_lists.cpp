@@ -98,6 +98,7 @@ void two_sided(int me, int to, int from) {
   weft::comp_t ss = weft::alloc_sync(), rs = weft::alloc_sync();
   weft::comp_t amq = weft::alloc_cq();
   weft::rcomp_t rc = weft::register_rcomp(amq);
+  weft::barrier();  // every rank registered before anyone sends to it
   for (size_t count : {1, 2, 7, 13, 64}) {
     for (size_t salt : {0, 5}) {
       const size_t seed = count * 10 + salt;
@@ -181,6 +182,7 @@ void one_sided(int me, int to, int from) {
   }
   weft::comp_t cq = weft::alloc_cq(), sync = weft::alloc_sync();
   weft::rcomp_t rc = weft::register_rcomp(cq);
+  weft::barrier();  // every rank registered before anyone sends to it
   for (bool notify : {false, true}) {
     for (size_t count : {1, 3, 64}) {
       const size_t seed = count + (notify ? 1000 : 0) + size_t(me);

@@ -62,6 +62,7 @@ int scenario_rma() {
   windows w((24 << 20) + 4096);
   weft::comp_t rcq = weft::alloc_cq();
   weft::rcomp_t rc = weft::register_rcomp(rcq);
+  weft::barrier();  // every rank registered before anyone sends to it
   std::vector<unsigned char> local((24 << 20) + 1);
   int case_no = 0;
   for (bool put : {true, false}) {
@@ -261,6 +262,7 @@ int scenario_rma_threads() {
   for (int t = 0; t < kThreads; ++t) own.push_back(std::make_unique<windows>(kPuts * kSlot));
   weft::comp_t rcq = weft::alloc_cq_x().depth(4 * kThreads * kPuts)();
   weft::rcomp_t rc = weft::register_rcomp(rcq);
+  weft::barrier();  // every rank registered before anyone sends to it
   const int to = shared.to, from = shared.from;
   auto size_of = [](int t, int k) { return size_t((k * 7919 + t * 104729) % int(kSlot)) + 1; };
   std::vector<std::thread> threads;
@@ -329,6 +331,7 @@ int scenario_rma_big() {
   weft::mr_t mr = weft::register_memory(buf, size);
   weft::comp_t rcq = weft::alloc_cq();
   weft::rcomp_t rc = weft::register_rcomp(rcq);
+  weft::barrier();  // every rank registered before anyone sends to it
   weft::rmr_t peer{};
   {
     weft::rmr_t mine = weft::get_rmr(mr);

@@ -23,6 +23,7 @@ int scenario_matrix() {
   const int to = (me + 1) % n, from = (me - 1 + n) % n;
   any_comp rq(comp_kind::cq);
   weft::rcomp_t rcomp = weft::register_rcomp(rq.comp);
+  weft::barrier();  // every rank registered before anyone sends to it
   int ctx_marker = 0;
   for (comp_kind k : {comp_kind::sync, comp_kind::cq, comp_kind::handler}) {
     for (size_t size : kSizes) {
@@ -305,6 +306,7 @@ int scenario_barrier() {
   };
   weft::comp_t cq = weft::alloc_cq();
   weft::rcomp_t rc = weft::register_rcomp(cq);
+  weft::barrier();  // every rank registered before anyone sends to it
   int64_t entered = 0;
   if (me == 0) {
     usleep(300000);
