@@ -253,24 +253,12 @@ status_t device_impl::post_list_rma(const comm_args& a, size_t total) {
   }
   // Check every remote entry before posting anything, so a bad one costs nothing.
   for (size_t i = 0; i < nremote; ++i) {
-    const rbuffer_t& r = remote[i];
     const std::string arg = a.remote_buffers ? "remote_buffers[" + std::to_string(i) + "]"
                                              : std::string("remote_buffer");
-    if (r.rmr.is_empty()) util::fail(call, arg, "empty", "not a handle from get_rmr");
-    if (r.disp > r.rmr.size || r.size > r.rmr.size - r.disp)
-      util::fail(call, arg, "disp " + std::to_string(r.disp),
-                 "an access of " + std::to_string(r.size) + " bytes there overruns the region of " +
-                     std::to_string(r.rmr.size) + " bytes");
-    if (const char* why = net->check_remote(a.rank, r.rmr.base + r.disp, r.size,
-                                            net::rkey_t{r.rmr.key, r.rmr.generation}))
-      util::fail(call, arg,
-                 "region " + std::to_string(r.rmr.key) + " of rank " + std::to_string(a.rank), why);
+    check_remote_access(call, arg, a.remote_buffers ? arg + ".disp" : std::string("remote_disp"),
+                        a.rank, remote[i].rmr, remote[i].disp, remote[i].size);
   }
-  if (a.remote_comp != rcomp_null && a.remote_comp >= rt.rcomp_count())
-    util::fail(call, "remote_comp", std::to_string(a.remote_comp),
-               "unknown remote completion handle");
-  if (!a.allow_posted)
-    util::fail(call, "allow_posted", "false", "a put or get completes asynchronously");
+  check_one_sided(a);
 
   // Cut both lists into pieces where either changes buffer.
   const buffer_t* local;

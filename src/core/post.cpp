@@ -150,18 +150,30 @@ status_t device_impl::post_rendezvous(const comm_args& a, const wire_header& h) 
   return immediate(a, errorcode_t::posted);
 }
 
-// Put or get (Table 1 rows with a remote buffer). The handle's bounds are checked here,
-// its liveness by the backend where it can (shm: the owner's region table), and again by
-// whoever touches the memory.
-status_t device_impl::post_rma(const comm_args& a) {
-  const char* call = a.call_name;
-  const rmr_t& m = a.remote_buffer;
-  const bool put = a.direction == direction_t::OUT;
-  if (m.is_empty()) util::fail(call, "remote_buffer", "empty", "not a handle from get_rmr");
-  if (a.remote_disp > m.size || a.size > m.size - a.remote_disp)
-    util::fail(call, "remote_disp", std::to_string(a.remote_disp),
-               "an access of " + std::to_string(a.size) + " bytes there overruns the region of " +
+// An access of `size` bytes at offset `disp` of the peer's region `m`: a handle from
+// get_rmr, inside the region, and still registered where the backend can tell (shm: the
+// owner's region table). Whoever touches the memory checks again. `arg` names the handle
+// in errors, `disp_arg` the offset.
+void device_impl::check_remote_access(const char* call, const std::string& arg,
+                                      const std::string& disp_arg, int rank, const rmr_t& m,
+                                      uint64_t disp, size_t size) {
+  if (m.is_empty()) util::fail(call, arg, "empty", "not a handle from get_rmr");
+  if (disp > m.size || size > m.size - disp)
+    util::fail(call, disp_arg, std::to_string(disp),
+               "an access of " + std::to_string(size) + " bytes there overruns the region of " +
                    std::to_string(m.size) + " bytes");
+  if (const char* why =
+          net->check_remote(rank, m.base + disp, size, net::rkey_t{m.key, m.generation}))
+    util::fail(call, arg,
+               "region " + std::to_string(m.key) + " generation " + std::to_string(m.generation) +
+                   " of rank " + std::to_string(rank),
+               why);
+}
+
+// What every put or get needs besides its remote access: a known remote completion, a
+// plain local buffer, a live peer, and a completion that may come later.
+void device_impl::check_one_sided(const comm_args& a) {
+  const char* call = a.call_name;
   if (a.remote_comp != rcomp_null && a.remote_comp >= rt.rcomp_count())
     util::fail(
         call, "remote_comp", std::to_string(a.remote_comp),
@@ -170,15 +182,19 @@ status_t device_impl::post_rma(const comm_args& a) {
     util::fail(call, "buffer_is_packet", "true", "one-sided operations take plain buffers");
   if (peer_dead(a.rank))
     util::fail(call, "rank", std::to_string(a.rank), "the peer process has died");
-  const uint64_t addr = m.base + a.remote_disp;
-  const net::rkey_t key{m.key, m.generation};
-  if (const char* why = net->check_remote(a.rank, addr, a.size, key))
-    util::fail(call, "remote_buffer",
-               "region " + std::to_string(m.key) + " generation " + std::to_string(m.generation) +
-                   " of rank " + std::to_string(a.rank),
-               why);
   if (!a.allow_posted)
     util::fail(call, "allow_posted", "false", "a put or get completes asynchronously");
+}
+
+// Put or get (Table 1 rows with a remote buffer).
+status_t device_impl::post_rma(const comm_args& a) {
+  const rmr_t& m = a.remote_buffer;
+  const bool put = a.direction == direction_t::OUT;
+  check_remote_access(a.call_name, "remote_buffer", "remote_disp", a.rank, m, a.remote_disp,
+                      a.size);
+  check_one_sided(a);
+  const uint64_t addr = m.base + a.remote_disp;
+  const net::rkey_t key{m.key, m.generation};
   request* r = alloc_outgoing(a, false);
   if (!r) return retry_or_backlog(a, errorcode_t::retry_nomem);
   comp_impl* c = r->comp;
