@@ -50,25 +50,15 @@ std::string host_identity() {
 
 class allgather_bootstrap final : public bootstrap {
  public:
+  // The ops were checked by set_bootstrap.
   explicit allgather_bootstrap(const bootstrap_ops_t& ops) : gather_(ops.allgather) {
-    if (!gather_)
-      util::fail(call, "allgather", "empty", "set_bootstrap needs an allgather function");
-    if (ops.size < 1 || ops.rank < 0 || ops.rank >= ops.size)
-      util::fail(call, "rank", std::to_string(ops.rank) + " of " + std::to_string(ops.size),
-                 "needs 0 <= rank < size");
     rank_ = ops.rank;
     size_ = ops.size;
     store_.resize(size_t(size_));
-    if (rank_ == 0) put("weft-job", random_hex(8));
     const bool local_given = ops.local_size > 0;
     if (!local_given) put("weft-host", host_identity());
-    fence();
-    job_id_ = get(0, "weft-job");
+    agree_job_id();
     if (local_given) {
-      if (ops.local_rank < 0 || ops.local_rank >= ops.local_size || ops.local_size > size_)
-        util::fail(call, "local_rank",
-                   std::to_string(ops.local_rank) + " of " + std::to_string(ops.local_size),
-                   "needs 0 <= local_rank < local_size <= size");
       local_rank_ = ops.local_rank;
       local_size_ = ops.local_size;
     } else {

@@ -32,6 +32,31 @@ std::string random_hex(size_t nbytes) {
   return hex_encode(raw);
 }
 
+int env_count(const char* call, const char* name, const char* missing) {
+  const char* s = std::getenv(name);
+  if (!s || !*s) util::fail(call, name, "<unset>", missing);
+  char* end = nullptr;
+  long v = strtol(s, &end, 10);
+  if (*end || v < 0 || v > 1 << 24)
+    util::fail(call, name, s, "is not a valid non-negative integer");
+  return int(v);
+}
+
+void bootstrap::ranks_from_env(const char* call, const char* rank_var, const char* size_var,
+                               const char* missing) {
+  rank_ = env_count(call, rank_var, missing);
+  size_ = env_count(call, size_var, missing);
+  if (rank_ >= size_)
+    util::fail(call, rank_var, std::to_string(rank_),
+               std::string("is not below ") + size_var + " = " + std::to_string(size_));
+}
+
+void bootstrap::agree_job_id() {
+  if (rank_ == 0) put("weft-job", random_hex(8));
+  fence();
+  job_id_ = get(0, "weft-job");
+}
+
 namespace {
 
 class singleton_bootstrap final : public bootstrap {
@@ -51,25 +76,11 @@ class singleton_bootstrap final : public bootstrap {
   std::map<std::string, std::string> kv_;
 };
 
-int env_int(const char* name) {
-  const char* s = std::getenv(name);
-  if (!s || !*s)
-    util::fail("bootstrap (weftrun)", name, "<unset>", "the launcher environment is incomplete");
-  char* end = nullptr;
-  long v = strtol(s, &end, 10);
-  if (*end || v < 0 || v > 1 << 24)
-    util::fail("bootstrap (weftrun)", name, s, "is not a valid non-negative integer");
-  return int(v);
-}
-
 class weftrun_bootstrap final : public bootstrap {
  public:
   weftrun_bootstrap() {
-    rank_ = env_int("WEFT_RANK");
-    size_ = env_int("WEFT_SIZE");
-    if (rank_ >= size_)
-      util::fail("bootstrap (weftrun)", "WEFT_RANK", std::to_string(rank_),
-                 "is not below WEFT_SIZE = " + std::to_string(size_));
+    ranks_from_env("bootstrap (weftrun)", "WEFT_RANK", "WEFT_SIZE",
+                   "the launcher environment is incomplete");
     local_rank_ = rank_;  // weftrun starts every rank on this host
     local_size_ = size_;
     job_id_ = util::env_string("WEFT_JOBID", "");

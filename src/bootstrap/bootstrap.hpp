@@ -28,6 +28,14 @@ class bootstrap {
   virtual void fence() = 0;
 
  protected:
+  // Rank and size from the launcher's environment variables `rank_var` and `size_var`,
+  // checked; `missing` says what an unset one means.
+  void ranks_from_env(const char* call, const char* rank_var, const char* size_var,
+                      const char* missing);
+  // Rank 0 draws the job identifier, then one fence (puts made before it ride along) and
+  // everyone reads it.
+  void agree_job_id();
+
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
   std::string job_id_;
 };
@@ -36,6 +44,10 @@ class bootstrap {
 std::shared_ptr<bootstrap> acquire();
 
 std::string random_hex(size_t nbytes);
+
+// A non-negative integer from the environment variable `name`; `missing` says what an
+// unset one means.
+int env_count(const char* call, const char* name, const char* missing);
 
 // One flat name for (rank, key), for the key-value stores that have no owners.
 inline std::string owned_key(int rank, const std::string& key) {

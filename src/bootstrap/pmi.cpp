@@ -29,28 +29,14 @@ namespace {
 
 using fields = std::map<std::string, std::string>;
 
-int env_number(const char* call, const char* name) {
-  const char* s = std::getenv(name);
-  if (!s || !*s)
-    util::fail(call, name, "<unset>",
-               "the launcher environment is half set (PMI_FD without PMI_RANK and PMI_SIZE)");
-  char* end = nullptr;
-  long v = strtol(s, &end, 10);
-  if (*end || v < 0 || v > 1 << 24)
-    util::fail(call, name, s, "is not a valid non-negative integer");
-  return int(v);
-}
-
 class pmi_bootstrap final : public bootstrap {
  public:
   explicit pmi_bootstrap(int version)
       : version_(version), call_(version == 1 ? "bootstrap (PMI-1)" : "bootstrap (PMI-2)") {
-    fd_ = env_number(call_, "PMI_FD");
-    rank_ = env_number(call_, "PMI_RANK");
-    size_ = env_number(call_, "PMI_SIZE");
-    if (rank_ >= size_)
-      util::fail(call_, "PMI_RANK", std::to_string(rank_),
-                 "is not below PMI_SIZE = " + std::to_string(size_));
+    const char* half =
+        "the launcher environment is half set (PMI_FD without PMI_RANK and PMI_SIZE)";
+    fd_ = env_count(call_, "PMI_FD", half);
+    ranks_from_env(call_, "PMI_RANK", "PMI_SIZE", half);
     int type = 0;
     socklen_t len = sizeof(type);
     if (getsockopt(fd_, SOL_SOCKET, SO_TYPE, &type, &len) != 0)
@@ -92,9 +78,7 @@ class pmi_bootstrap final : public bootstrap {
       ++local_size_;
     }
     // A job identifier no other job can guess: rank 0 draws it.
-    if (rank_ == 0) put("weft-job", random_hex(8));
-    fence();
-    job_id_ = get(0, "weft-job");
+    agree_job_id();
   }
 
   ~pmi_bootstrap() override {

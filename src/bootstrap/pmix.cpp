@@ -35,9 +35,7 @@ class pmix_bootstrap final : public bootstrap {
     size_ = int(get_u32(job, PMIX_JOB_SIZE));
     local_size_ = int(get_u32(job, PMIX_LOCAL_SIZE));
     local_rank_ = int(get_u32(me_, PMIX_LOCAL_RANK));
-    if (rank_ == 0) put("weft-job", random_hex(8));
-    fence();
-    job_id_ = get(0, "weft-job");
+    agree_job_id();
   }
   ~pmix_bootstrap() override { PMIx_Finalize(nullptr, 0); }
 

@@ -144,6 +144,11 @@ void set_bootstrap(bootstrap_ops_t ops) {
   if (ops.size < 1 || ops.rank < 0 || ops.rank >= ops.size)
     util::fail("set_bootstrap", "rank", std::to_string(ops.rank),
                "needs 0 <= rank < size = " + std::to_string(ops.size));
+  if (ops.local_size > 0 &&
+      (ops.local_rank < 0 || ops.local_rank >= ops.local_size || ops.local_size > ops.size))
+    util::fail("set_bootstrap", "local_rank",
+               std::to_string(ops.local_rank) + " of " + std::to_string(ops.local_size),
+               "needs 0 <= local_rank < local_size <= size");
   bootstrap::set_user_bootstrap(ops);
 }
 

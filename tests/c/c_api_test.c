@@ -388,6 +388,7 @@ int main(void) {
    * a copy. Refused while a runtime is active, and without a function. */
   REFUSED(weft_set_bootstrap(0, 1, -1, 0, NULL, NULL), "allgather");
   REFUSED(weft_set_bootstrap(3, 2, -1, 0, self_gather, &gathers), "rank");
+  REFUSED(weft_set_bootstrap(0, 1, 2, 1, self_gather, &gathers), "local_rank");
   OK(weft_set_bootstrap(0, 1, -1, 0, self_gather, &gathers));
   OK(weft_g_runtime_init());
   CHECK(weft_get_rank_me() == 0 && weft_get_rank_n() == 1 && weft_get_rank_local_n() == 1);
