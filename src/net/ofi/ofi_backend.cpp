@@ -188,7 +188,7 @@ size_t ofi_device::max_inject_size() const {
   return inject > sizeof(prefix) ? inject - sizeof(prefix) : 0;
 }
 
-void* ofi_device::desc_of_send(uint32_t) const {
+void* ofi_device::send_desc() const {
   return send_mr_ ? fi_mr_desc(send_mr_) : nullptr;
 }
 
@@ -219,7 +219,7 @@ bool ofi_device::send_buffer(int rank, const prefix& p, const void* a, size_t al
   if (blen) memcpy(buf + sizeof(p) + alen, b, blen);
   send_ops_[i].owner = owner;
   send_ops_[i].rank = rank;
-  ssize_t rc = fi_send(ep_, buf, sizeof(p) + alen + blen, desc_of_send(i), peers_[size_t(rank)],
+  ssize_t rc = fi_send(ep_, buf, sizeof(p) + alen + blen, send_desc(), peers_[size_t(rank)],
                        &send_ops_[i].fi);
   if (rc == 0) return true;
   util::lock_guard<util::spinlock> g(send_lock_);

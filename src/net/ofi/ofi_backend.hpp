@@ -92,7 +92,7 @@ class ofi_device final : public device {
   bool rma(bool write, int rank, void* local, size_t size, uint64_t remote_addr, rkey_t k,
            const void* note, size_t note_len, void* ctx);
   void advance_streams();
-  void* desc_of_send(uint32_t i) const;
+  void* send_desc() const;  // of the send buffers, when they are registered
   fid_mr* register_local(void* buf, size_t len, uint64_t access);
 
   ofi_context& ctx_;
