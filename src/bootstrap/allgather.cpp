@@ -36,18 +36,6 @@ bool take(const char*& p, const char* end, std::string& out) {
   return true;
 }
 
-// What makes this host itself: WEFT_HOST_ID, else the host name and the kernel's boot id.
-// Network namespaces on one machine share both: give each its own WEFT_HOST_ID there.
-std::string host_identity() {
-  std::string id = util::env_string("WEFT_HOST_ID", "");
-  if (!id.empty()) return id;
-  char name[256] = {};
-  gethostname(name, sizeof(name) - 1);
-  std::string boot;
-  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
-  return std::string(name) + "/" + boot;
-}
-
 class allgather_bootstrap final : public bootstrap {
  public:
   // The ops were checked by set_bootstrap.
@@ -56,20 +44,20 @@ class allgather_bootstrap final : public bootstrap {
     size_ = ops.size;
     store_.resize(size_t(size_));
     const bool local_given = ops.local_size > 0;
-    if (!local_given) put("weft-host", host_identity());
+    publish_host("");
     agree_job_id();
     if (local_given) {
       local_rank_ = ops.local_rank;
       local_size_ = ops.local_size;
     } else {
-      const std::string mine = get(rank_, "weft-host");
       local_rank_ = local_size_ = 0;
       for (int r = 0; r < size_; ++r) {
-        if (get(r, "weft-host") != mine) continue;
+        if (!same_host(r)) continue;
         if (r < rank_) ++local_rank_;
         ++local_size_;
       }
     }
+    if (local_given) apply_host_override();
   }
 
   const char* name() const override { return "allgather"; }

@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <mutex>
 
@@ -49,6 +50,43 @@ void bootstrap::ranks_from_env(const char* call, const char* rank_var, const cha
   if (rank_ >= size_)
     util::fail(call, rank_var, std::to_string(rank_),
                std::string("is not below ") + size_var + " = " + std::to_string(size_));
+}
+
+std::string host_identity() {
+  char name[256] = {};
+  gethostname(name, sizeof(name) - 1);
+  std::string boot;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
+  return std::string(name) + "/" + boot;
+}
+
+void bootstrap::publish_host(const std::string& launcher_node) {
+  const std::string id = util::env_string("WEFT_HOST_ID", "");
+  put("weft-host", !id.empty()               ? "id:" + id
+                   : !launcher_node.empty() ? "node:" + launcher_node
+                                            : "host:" + host_identity());
+}
+
+bool bootstrap::same_host(int rank) {
+  std::call_once(hosts_once_, [this] {
+    std::map<std::string, int> index;
+    host_of_.resize(size_t(size_));
+    for (int r = 0; r < size_; ++r) {
+      std::string h = size_ == 1 ? std::string() : get(r, "weft-host");
+      host_of_[size_t(r)] = index.emplace(h, int(index.size())).first->second;
+    }
+  });
+  return host_of_[size_t(rank)] == host_of_[size_t(rank_)];
+}
+
+void bootstrap::apply_host_override() {
+  if (util::env_string("WEFT_HOST_ID", "").empty()) return;
+  local_rank_ = local_size_ = 0;
+  for (int r = 0; r < size_; ++r) {
+    if (!same_host(r)) continue;
+    if (r < rank_) ++local_rank_;
+    ++local_size_;
+  }
 }
 
 void bootstrap::agree_job_id() {
@@ -99,6 +137,9 @@ class weftrun_bootstrap final : public bootstrap {
       util::fail("bootstrap (weftrun)", "WEFT_KVS_ADDR", addr,
                  std::string("cannot connect: ") + strerror(errno));
     request("HELLO " + std::to_string(rank_));
+    publish_host("weftrun");
+    fence();
+    apply_host_override();
   }
   ~weftrun_bootstrap() override {
     if (fd_ >= 0) {

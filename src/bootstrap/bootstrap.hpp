@@ -4,7 +4,9 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 namespace weft::bootstrap {
 
@@ -27,6 +29,10 @@ class bootstrap {
   virtual std::string get(int rank, const std::string& key) = 0;
   virtual void fence() = 0;
 
+  // Whether `rank` runs on this rank's host (shares its memory): the launcher's placement,
+  // overridden by WEFT_HOST_ID (network namespaces share the host name and /dev/shm).
+  bool same_host(int rank);
+
  protected:
   // Rank and size from the launcher's environment variables `rank_var` and `size_var`,
   // checked; `missing` says what an unset one means.
@@ -35,10 +41,22 @@ class bootstrap {
   // Rank 0 draws the job identifier, then one fence (puts made before it ride along) and
   // everyone reads it.
   void agree_job_id();
+  // Before the init fence: names this rank's host for the others, as WEFT_HOST_ID, else
+  // the launcher's name for its node, else the host name and boot id.
+  void publish_host(const std::string& launcher_node);
+  // After the init fence: with WEFT_HOST_ID set, the local ranks are those of that host.
+  void apply_host_override();
 
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
   std::string job_id_;
+
+ private:
+  std::once_flag hosts_once_;
+  std::vector<int> host_of_;  // by rank: an index standing for its host
 };
+
+// The host name and the kernel's boot id: what tells hosts apart when nothing else does.
+std::string host_identity();
 
 // The process-wide bootstrap, created on first use and shared by every runtime.
 std::shared_ptr<bootstrap> acquire();

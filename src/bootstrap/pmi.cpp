@@ -77,8 +77,12 @@ class pmi_bootstrap final : public bootstrap {
       if (r < rank_) ++local_rank_;
       ++local_size_;
     }
+    // Without a mapping, a host of its own (as above).
+    publish_host(node.empty() ? "rank-" + std::to_string(rank_)
+                              : "pmi-" + std::to_string(node[size_t(rank_)]));
     // A job identifier no other job can guess: rank 0 draws it.
     agree_job_id();
+    apply_host_override();
   }
 
   ~pmi_bootstrap() override {

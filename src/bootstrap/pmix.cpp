@@ -35,7 +35,9 @@ class pmix_bootstrap final : public bootstrap {
     size_ = int(get_u32(job, PMIX_JOB_SIZE));
     local_size_ = int(get_u32(job, PMIX_LOCAL_SIZE));
     local_rank_ = int(get_u32(me_, PMIX_LOCAL_RANK));
+    publish_host("pmix-" + std::to_string(get_u32(me_, PMIX_NODEID)));
     agree_job_id();
+    apply_host_override();
   }
   ~pmix_bootstrap() override { PMIx_Finalize(nullptr, 0); }
 

@@ -106,9 +106,12 @@ runtime_impl::runtime_impl(const runtime_args& a, bool global)
 // the same message naming both values and both ranks.
 void runtime_impl::check_agreement() {
   if (boot->size() == 1) return;
-  char mine[256];
-  snprintf(mine, sizeof(mine), "wire_version=%u packet_size=%zu eager_size=%zu inject_size=%zu",
-           unsigned(wire_version), attr.packet_size, attr.eager_size, attr.inject_size);
+  char mine[512];
+  snprintf(mine, sizeof(mine),
+           "wire_version=%u packet_size=%zu eager_size=%zu inject_size=%zu backend=%s "
+           "net_backend=%s",
+           unsigned(wire_version), attr.packet_size, attr.eager_size, attr.inject_size,
+           util::env_string("WEFT_BACKEND", "auto").c_str(), net::network_backend_name().c_str());
   std::string prefix = "cfg-" + std::to_string(id);
   boot->put(prefix, mine);
   boot->fence();

@@ -1,4 +1,4 @@
-// The one small interface every network backend implements (shm and ofi now; ucx later).
+// The one small interface every backend implements (shm, ofi, ucx, and mixed over them).
 // A context holds a runtime's global network resources; a device holds those a thread
 // touches on the critical path. Nothing above this file knows which backend runs.
 #pragma once
@@ -113,5 +113,7 @@ class context {
 };
 
 std::unique_ptr<context> make_context(std::shared_ptr<bootstrap::bootstrap> boot, int context_id);
+// The network backend a mixed job uses across hosts (WEFT_NET_BACKEND).
+std::string network_backend_name();
 
 }  // namespace weft::net

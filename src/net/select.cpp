@@ -1,5 +1,5 @@
 // Which backend a runtime uses: WEFT_BACKEND, or by default shared memory when every rank
-// is on this host and the network (libfabric) otherwise.
+// is on this host and mixed (shared memory within a host, WEFT_NET_BACKEND across) otherwise.
 #include <dlfcn.h>
 #include <signal.h>
 
@@ -18,6 +18,12 @@ std::unique_ptr<context> make_shm_context(std::shared_ptr<bootstrap::bootstrap> 
                                           int context_id);
 #ifdef WEFT_HAVE_OFI
 std::unique_ptr<context> make_ofi_context(std::shared_ptr<bootstrap::bootstrap> boot,
+                                          int context_id);
+#endif
+std::unique_ptr<context> make_mixed_context(std::shared_ptr<bootstrap::bootstrap> boot,
+                                            int context_id);
+#ifdef WEFT_HAVE_UCX
+std::unique_ptr<context> make_ucx_context(std::shared_ptr<bootstrap::bootstrap> boot,
                                           int context_id);
 #endif
 
@@ -43,20 +49,55 @@ void restore_crash_signals() {
 }
 }  // namespace
 
-std::unique_ptr<context> make_context(std::shared_ptr<bootstrap::bootstrap> boot, int context_id) {
-  restore_crash_signals();
-  std::string which = util::env_string("WEFT_BACKEND", "auto");
-  if (which == "auto") which = boot->local_size() == boot->size() ? "shm" : "ofi";
+namespace {
+// Builds backend `which` (shm, ofi, ucx or mixed); `variable` is what named it, for errors.
+std::unique_ptr<context> make_named(const std::string& which, const char* variable,
+                                    std::shared_ptr<bootstrap::bootstrap> boot, int context_id) {
   if (which == "shm") return make_shm_context(std::move(boot), context_id);
+  if (which == "mixed") return make_mixed_context(std::move(boot), context_id);
   if (which == "ofi") {
 #ifdef WEFT_HAVE_OFI
     return make_ofi_context(std::move(boot), context_id);
 #else
-    util::fail("g_runtime_init", "WEFT_BACKEND", "ofi",
+    util::fail("g_runtime_init", variable, "ofi",
                "this Weft was built without libfabric (install libfabric-dev and rebuild)");
 #endif
   }
-  util::fail("g_runtime_init", "WEFT_BACKEND", which, "unknown backend (known: auto, shm, ofi)");
+  if (which == "ucx") {
+#ifdef WEFT_HAVE_UCX
+    return make_ucx_context(std::move(boot), context_id);
+#else
+    util::fail("g_runtime_init", variable, "ucx",
+               "this Weft was built without UCX (install libucx-dev and rebuild)");
+#endif
+  }
+  util::fail("g_runtime_init", variable, which, "unknown backend (known: auto, shm, ofi, ucx, mixed)");
+}
+}  // namespace
+
+std::string network_backend_name() {
+#if defined(WEFT_HAVE_OFI) || !defined(WEFT_HAVE_UCX)
+  return util::env_string("WEFT_NET_BACKEND", "ofi");
+#else
+  return util::env_string("WEFT_NET_BACKEND", "ucx");
+#endif
+}
+
+std::unique_ptr<context> make_network_context(std::shared_ptr<bootstrap::bootstrap> boot,
+                                              int context_id) {
+  const std::string which = network_backend_name();
+  if (which != "ofi" && which != "ucx")
+    util::fail("g_runtime_init", "WEFT_NET_BACKEND", which,
+               "is not a network backend (known: ofi, ucx)");
+  return make_named(which, "WEFT_NET_BACKEND", std::move(boot), context_id);
+}
+
+std::unique_ptr<context> make_context(std::shared_ptr<bootstrap::bootstrap> boot, int context_id) {
+  restore_crash_signals();
+  std::string which = util::env_string("WEFT_BACKEND", "auto");
+  // One host: shared memory; several: shared memory within each, the network across.
+  if (which == "auto") which = boot->local_size() == boot->size() ? "shm" : "mixed";
+  return make_named(which, "WEFT_BACKEND", std::move(boot), context_id);
 }
 
 }  // namespace weft::net

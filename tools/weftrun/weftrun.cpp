@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -37,6 +38,7 @@ struct options {
   bool bind = true;
   bool verbose = false;
   double timeout_s = 0;
+  int ranks_per_host = 0;  // 0: one host
   std::vector<char*> argv;
 };
 
@@ -50,6 +52,8 @@ struct options {
           "  --keep-going        when a rank dies, keep the others running\n"
           "  --bind-to core|none bind rank i to the i-th allowed core (default: core, when\n"
           "                      there are at least N cores)\n"
+          "  --ranks-per-host K  pretend that each K consecutive ranks are a host of their own\n"
+          "                      (WEFT_HOST_ID): shared memory within, the network across\n"
           "  -v, --verbose       say what weftrun does\n");
   exit(2);
 }
@@ -92,6 +96,13 @@ options parse(int argc, char** argv) {
         o.bind = true;
       else
         usage(("--bind-to: '" + v + "' is not core or none").c_str());
+    } else if (a == "--ranks-per-host") {
+      char* end;
+      const char* v = value("--ranks-per-host");
+      long k = strtol(v, &end, 10);
+      if (*end || k < 1 || k > 4096)
+        usage((std::string("--ranks-per-host: '") + v + "' is not 1..4096").c_str());
+      o.ranks_per_host = int(k);
     } else if (a == "-v" || a == "--verbose") {
       o.verbose = true;
     } else if (a == "-h" || a == "--help") {
@@ -218,8 +229,11 @@ int main(int argc, char** argv) {
       setpgid(0, 0);  // weftrun alone receives the terminal's Ctrl-C and forwards it
       setenv("WEFT_RANK", std::to_string(r).c_str(), 1);
       setenv("WEFT_SIZE", std::to_string(o.n).c_str(), 1);
-      setenv("WEFT_LOCAL_RANK", std::to_string(r).c_str(), 1);
-      setenv("WEFT_LOCAL_SIZE", std::to_string(o.n).c_str(), 1);
+      const int k = o.ranks_per_host ? o.ranks_per_host : o.n;
+      setenv("WEFT_LOCAL_RANK", std::to_string(r % k).c_str(), 1);
+      setenv("WEFT_LOCAL_SIZE", std::to_string(std::min(k, o.n - r / k * k)).c_str(), 1);
+      if (o.ranks_per_host)
+        setenv("WEFT_HOST_ID", ("weftrun-host" + std::to_string(r / k)).c_str(), 1);
       setenv("WEFT_JOBID", job.c_str(), 1);
       setenv("WEFT_KVS_ADDR", sock_path.c_str(), 1);
       setenv("WEFT_LAUNCHER", "weftrun", 1);

@@ -27,9 +27,9 @@ region_table::region_table(bootstrap::bootstrap& b, int context_id, size_t nentr
   }
   tables_[size_t(me)] = own;
   for (uint32_t i = uint32_t(nentries) - 1; i >= 1; --i) free_.push_back(i);
-  if (n == 1) return;
+  // The fence even when alone: in a mixed job it is collective over every host.
   const std::string key = "shm-mr-" + std::to_string(context_id);
-  b.put(key, name);
+  if (n > 1) b.put(key, name);
   b.fence();
   for (int r = 0; r < n; ++r) {
     if (r == me) continue;

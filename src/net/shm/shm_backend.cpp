@@ -73,7 +73,7 @@ shm_context::shm_context(std::shared_ptr<bootstrap::bootstrap> boot, int context
   if (b.local_size() != b.size())
     util::fail("shm backend", "ranks", std::to_string(b.size()),
                "shared memory reaches only the " + std::to_string(b.local_size()) +
-                   " ranks on this host; network backends arrive with a later release");
+                   " ranks on this host; WEFT_BACKEND=auto or mixed adds the network for the others");
   char info[64];
   snprintf(info, sizeof(info), "%d %llx", int(getpid()),
            static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(&cma_probe_cookie)));
@@ -198,7 +198,9 @@ shm_device::shm_device(shm_context& ctx, int index, const device_config& cfg)
   // orders these initialising stores before their first access.
 
   peers_.resize(size_t(n));
-  if (n > 1) {
+  {
+    // Fences are collective over the whole job even when this host has one rank (a mixed
+    // job's shared memory runs over a host's ranks only, on the job's bootstrap).
     // Settings first, through the bootstrap, so that every rank of a mismatched job names
     // both sides before anyone touches (or, failing, unlinks) a segment.
     auto describe = [](int rank, const std::string& g) {

@@ -1,0 +1,173 @@
+// The mixed backend: shared memory to the ranks on this host, the network backend (ofi or
+// ucx) to the others. Messages and the core's rendezvous transfers (key 0) to a same-host
+// rank go through shared memory; RMA on registered memory goes through the network backend
+// for every rank, since a registration has one key and that key is the network's (the
+// network backend's own shared-memory transport may then carry it on this host).
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bootstrap/bootstrap.hpp"
+#include "net/backend.hpp"
+#include "util/log.hpp"
+
+namespace weft::net {
+
+std::unique_ptr<context> make_shm_context(std::shared_ptr<bootstrap::bootstrap> boot,
+                                          int context_id);
+std::unique_ptr<context> make_network_context(std::shared_ptr<bootstrap::bootstrap> boot,
+                                              int context_id);
+
+namespace {
+
+// The ranks of this host as a job of their own, for the shared-memory backend: ranks are
+// renumbered, keys are kept apart from the parent's, and the job identifier names the host
+// (namespaces on one machine share /dev/shm). Fences are the parent's, hence collective
+// over the whole job, which every rank's backend reaches in the same order.
+class host_bootstrap final : public bootstrap::bootstrap {
+ public:
+  host_bootstrap(std::shared_ptr<weft::bootstrap::bootstrap> parent, std::vector<int> members)
+      : parent_(std::move(parent)), members_(std::move(members)) {
+    size_ = local_size_ = int(members_.size());
+    rank_ = local_rank_ =
+        int(std::find(members_.begin(), members_.end(), parent_->rank()) - members_.begin());
+    job_id_ = parent_->job_id() + "h" + std::to_string(members_.front());
+  }
+  const char* name() const override { return "host subset"; }
+  void put(const std::string& key, const std::string& value) override {
+    parent_->put("host:" + key, value);
+  }
+  std::string get(int rank, const std::string& key) override {
+    return parent_->get(members_[size_t(rank)], "host:" + key);
+  }
+  void fence() override { parent_->fence(); }
+
+ private:
+  std::shared_ptr<weft::bootstrap::bootstrap> parent_;
+  std::vector<int> members_;
+};
+
+// Hands the shared-memory device's events on with the job's rank numbers.
+class renumbering_sink final : public sink {
+ public:
+  renumbering_sink(sink& outer, const std::vector<int>& global) : outer_(outer), global_(global) {}
+  void on_message(int rank, const void* data, size_t len) override {
+    outer_.on_message(global_[size_t(rank)], data, len);
+  }
+  void on_put_local_done(void* ctx, bool ok) override { outer_.on_put_local_done(ctx, ok); }
+  void on_get_done(void* ctx, bool ok) override { outer_.on_get_done(ctx, ok); }
+  void on_remote_notify(int rank, const void* note, size_t len) override {
+    outer_.on_remote_notify(global_[size_t(rank)], note, len);
+  }
+
+ private:
+  sink& outer_;
+  const std::vector<int>& global_;
+};
+
+class mixed_device final : public device {
+ public:
+  mixed_device(std::unique_ptr<device> shm, std::unique_ptr<device> net,
+               const std::vector<int>& local, const std::vector<int>& global)
+      : shm_(std::move(shm)), net_(std::move(net)), local_(local), global_(global) {}
+
+  size_t max_message_size() const override {
+    return std::min(shm_->max_message_size(), net_->max_message_size());
+  }
+  size_t max_inject_size() const override { return shm_->max_inject_size(); }
+  bool try_send(int rank, const void* hdr, size_t hdr_len, const void* payload,
+                size_t len) override {
+    const int l = local_[size_t(rank)];
+    return l >= 0 ? shm_->try_send(l, hdr, hdr_len, payload, len)
+                  : net_->try_send(rank, hdr, hdr_len, payload, len);
+  }
+  bool try_put(int rank, const void* src, size_t size, uint64_t remote_addr, rkey_t rkey,
+               const void* note, size_t note_len, void* ctx) override {
+    const int l = by_shm(rank, rkey);
+    return l >= 0 ? shm_->try_put(l, src, size, remote_addr, rkey, note, note_len, ctx)
+                  : net_->try_put(rank, src, size, remote_addr, rkey, note, note_len, ctx);
+  }
+  bool try_get(int rank, void* dst, size_t size, uint64_t remote_addr, rkey_t rkey,
+               const void* note, size_t note_len, void* ctx) override {
+    const int l = by_shm(rank, rkey);
+    return l >= 0 ? shm_->try_get(l, dst, size, remote_addr, rkey, note, note_len, ctx)
+                  : net_->try_get(rank, dst, size, remote_addr, rkey, note, note_len, ctx);
+  }
+  const char* check_remote(int rank, uint64_t remote_addr, size_t size, rkey_t rkey) override {
+    const int l = by_shm(rank, rkey);
+    return l >= 0 ? shm_->check_remote(l, remote_addr, size, rkey)
+                  : net_->check_remote(rank, remote_addr, size, rkey);
+  }
+  size_t poll(sink& s, size_t max) override {
+    renumbering_sink local(s, global_);
+    return shm_->poll(local, max) + net_->poll(s, max);
+  }
+  void wait_for_message(uint32_t timeout_us) override {
+    // Shared memory wakes a sleeper; the network is looked at again within 100 us.
+    shm_->wait_for_message(std::min<uint32_t>(timeout_us, 100));
+  }
+  bool peer_alive(int rank) override {
+    const int l = local_[size_t(rank)];
+    return (l < 0 || shm_->peer_alive(l)) && net_->peer_alive(rank);
+  }
+  void forget_peer(int rank) override {
+    const int l = local_[size_t(rank)];
+    if (l >= 0) shm_->forget_peer(l);
+    net_->forget_peer(rank);
+  }
+
+ private:
+  // The shared-memory rank for transfers into buffers the core named (key 0) on this host;
+  // -1 for everything the network carries.
+  int by_shm(int rank, rkey_t k) const { return k.key == 0 ? local_[size_t(rank)] : -1; }
+
+  std::unique_ptr<device> shm_, net_;
+  const std::vector<int>& local_;   // by job rank: its rank on this host, or -1
+  const std::vector<int>& global_;  // by host rank: its job rank
+};
+
+class mixed_context final : public context {
+ public:
+  mixed_context(std::shared_ptr<bootstrap::bootstrap> boot, int context_id) {
+    local_.assign(size_t(boot->size()), -1);
+    for (int r = 0; r < boot->size(); ++r)
+      if (boot->same_host(r)) {
+        local_[size_t(r)] = int(global_.size());
+        global_.push_back(r);
+      }
+    shm_ = make_shm_context(std::make_shared<host_bootstrap>(boot, global_), context_id);
+    net_ = make_network_context(boot, context_id);
+    WEFT_LOG(info, "mixed context %d: %s", context_id, describe().c_str());
+  }
+  const char* name() const override { return "mixed"; }
+  std::unique_ptr<device> alloc_device(int index, const device_config& cfg) override {
+    auto shm = shm_->alloc_device(index, cfg);
+    auto net = net_->alloc_device(index, cfg);
+    return std::make_unique<mixed_device>(std::move(shm), std::move(net), local_, global_);
+  }
+  mr_t register_memory(void* base, size_t size) override {
+    return net_->register_memory(base, size);
+  }
+  void deregister_memory(mr_t& mr) override { net_->deregister_memory(mr); }
+  bool region_idle(const mr_t& mr) override { return net_->region_idle(mr); }
+  void release_region(mr_t& mr) override { net_->release_region(mr); }
+  rkey_t get_rkey(const mr_t& mr) override { return net_->get_rkey(mr); }
+  std::string describe() const override {
+    return "mixed: shared memory to the " + std::to_string(global_.size()) +
+           " ranks of this host, " + net_->describe();
+  }
+
+ private:
+  std::vector<int> local_, global_;
+  std::unique_ptr<context> shm_, net_;
+};
+
+}  // namespace
+
+std::unique_ptr<context> make_mixed_context(std::shared_ptr<bootstrap::bootstrap> boot,
+                                            int context_id) {
+  return std::make_unique<mixed_context>(std::move(boot), context_id);
+}
+
+}  // namespace weft::net

@@ -1,0 +1,214 @@
+// The UCX backend: one UCP worker per device, with an endpoint to the same device of every
+// rank, so threads on different devices share nothing in Weft. A device's worker runs in
+// UCS_THREAD_MODE_SERIALIZED behind the device's own spinlock.
+//   message      ucp_am_send_nbx, eager only, from a device-owned send buffer; the receive
+//                handler keeps UCP's descriptor (persistent data) until the sink has seen it
+//   put / get    ucp_put_nbx / ucp_get_nbx with the target's unpacked remote key; a put
+//                is followed by a flush of the endpoint and completes with it, once its
+//                data is delivered (as with ofi's FI_DELIVERY_COMPLETE)
+//   notify       UCX has no put with immediate data: a notified put is put, flush, then a
+//                notify message; a notified get sends the notify once its data arrived
+//   rendezvous   (the core's put with key 0 into a buffer it named) one active message whose
+//                data UCP moves by its own rendezvous (zero copy where the transport can)
+//                straight into the named buffer
+// Remote keys are variable-sized blobs in UCX, while Weft's handle carries a 64-bit key: the
+// key names the registration, and a device fetches the packed key from its owner on first
+// use (the access waits in the core's backlog meanwhile). Deregistration revokes every
+// fetched copy and completes once each fetcher has flushed and acknowledged, so no peer
+// touches a region after deregister_memory returns.
+#pragma once
+
+#include <ucp/api/ucp.h>
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "net/backend.hpp"
+#include "util/spinlock.hpp"
+
+namespace weft::net::ucx {
+
+class ucx_context;
+
+// What travels in UCP's active-message header; messages send only the first 8 bytes.
+struct am_header {
+  uint32_t src;
+  uint8_t kind;  // msg_kind
+  uint8_t note_len;
+  uint16_t pad;
+  uint64_t dst;  // stream: the address of the target's buffer
+  char note[max_note_size];
+};
+enum msg_kind : uint8_t {
+  kind_message,
+  kind_notify,
+  kind_stream,
+  kind_rkey_request,
+  kind_rkey_reply,
+  kind_revoke,
+  kind_revoke_ack
+};
+inline constexpr size_t short_header = 8;
+
+class ucx_device final : public device {
+ public:
+  ucx_device(ucx_context& ctx, int index, const device_config& cfg);
+  ~ucx_device() override;
+
+  size_t max_message_size() const override { return cell_size_; }
+  size_t max_inject_size() const override { return 0; }
+  bool try_send(int rank, const void* hdr, size_t hdr_len, const void* payload,
+                size_t len) override;
+  bool try_put(int rank, const void* src, size_t size, uint64_t remote_addr, rkey_t rkey,
+               const void* note, size_t note_len, void* ctx) override;
+  bool try_get(int rank, void* dst, size_t size, uint64_t remote_addr, rkey_t rkey,
+               const void* note, size_t note_len, void* ctx) override;
+  const char* check_remote(int rank, uint64_t remote_addr, size_t size, rkey_t rkey) override;
+  size_t poll(sink& s, size_t max) override;
+  void wait_for_message(uint32_t timeout_us) override;
+  bool peer_alive(int rank) override;
+  void forget_peer(int rank) override;
+
+  // Called by the context (any thread): tell `rank` that registration `key` is gone.
+  void queue_revoke(int rank, uint64_t key);
+
+  // What a poll hands to the sink, gathered while the worker progresses (UCP forbids
+  // calling back into the worker from its callbacks, and the sink may send).
+  struct event {
+    enum kind_t : uint8_t { message, notify, put_done, get_done } kind;
+    bool release = false;  // message: UCP's descriptor, released after delivery
+    bool ok = true;
+    int rank = -1;
+    void* data = nullptr;
+    size_t len = 0;
+    void* ctx = nullptr;
+    uint32_t note_len = 0;
+    char note[max_note_size];
+  };
+  // The state of an operation UCP completes later.
+  struct op {
+    enum kind_t : uint8_t { send, get, stream, stream_recv, flush, revoke_flush } kind;
+    ucx_device* dev;
+    int rank = -1;
+    uint32_t buffer = 0;  // send: index of the send buffer
+    void* ctx = nullptr;
+    uint64_t key = 0;  // revoke_flush: the registration
+    uint32_t note_len = 0;
+    char note[max_note_size];
+    am_header header;  // stream: UCP reads it until the send completes
+  };
+  struct peer {
+    ucp_ep_h ep = nullptr;
+    ucx_device* dev = nullptr;
+    int rank = -1;
+    int32_t pid = 0;
+    bool watch_pid = false;  // no transport reports its failure, but it is on this host
+    std::atomic<bool> dead{false};
+  };
+
+ private:
+  // Remote keys fetched from their owners, per (rank, key); guarded by worker_lock_.
+  struct remote_key {
+    enum state_t : uint8_t { fetching, ready, refused } state = fetching;
+    ucp_rkey_h rkey = nullptr;
+    uint64_t base = 0, size = 0;
+  };
+  struct control {
+    int rank;
+    uint8_t kind;
+    std::string body;
+  };
+
+  static ucs_status_t on_am(void* arg, const void* header, size_t header_len, void* data,
+                            size_t len, const ucp_am_recv_param_t* param);
+  static void on_send_done(void* request, ucs_status_t status, void* user_data);
+  static void on_recv_done(void* request, ucs_status_t status, size_t len, void* user_data);
+  static void on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t status);
+
+  ucs_status_t received(const am_header& h, size_t header_len, void* data, size_t len,
+                        const ucp_am_recv_param_t* param);
+  void finished(op* o, ucs_status_t status);
+  // Under worker_lock_: send header|a|b (a control message or a Weft message).
+  bool send_locked(int rank, uint8_t kind, const void* a, size_t alen, const void* b, size_t blen);
+  // Under worker_lock_: why the access cannot go ahead, or "" when the key is ready, or
+  // nullptr when it is still being fetched.
+  const char* resolve(int rank, rkey_t k, uint64_t addr, size_t size, remote_key** out);
+  bool rma(bool write, int rank, void* local, size_t size, uint64_t addr, rkey_t k,
+           const void* note, size_t note_len, void* ctx);
+  void handle_control();
+  void push_done(bool write, void* ctx, bool ok, int rank, const void* note, size_t note_len);
+  void mark_dead(int rank, ucs_status_t why);
+
+  ucx_context& ctx_;
+  const int index_;
+  const int me_;
+  const size_t cell_size_;
+  ucp_worker_h worker_ = nullptr;
+  std::unique_ptr<peer[]> peers_;
+  int npeers_ = 0;
+
+  util::spinlock worker_lock_;  // every call into worker_ and everything below
+  std::vector<char> send_mem_;
+  std::vector<op> send_ops_;
+  std::vector<uint32_t> free_sends_;
+  std::vector<event> events_;
+  std::map<std::pair<int, uint64_t>, remote_key> keys_;
+  std::vector<control> control_in_, control_out_;
+  std::vector<void*> to_release_;
+
+  util::spinlock poll_lock_;  // one poller delivers at a time, so messages keep their order
+  std::vector<event> delivering_;
+};
+
+class ucx_context final : public context {
+ public:
+  ucx_context(std::shared_ptr<bootstrap::bootstrap> boot, int context_id);
+  ~ucx_context() override;
+  const char* name() const override { return "ucx"; }
+  std::unique_ptr<device> alloc_device(int index, const device_config& cfg) override;
+  mr_t register_memory(void* base, size_t size) override;
+  void deregister_memory(mr_t& mr) override;
+  bool region_idle(const mr_t& mr) override;
+  void release_region(mr_t& mr) override;
+  rkey_t get_rkey(const mr_t& mr) override { return rkey_t{mr.key, 0}; }
+  std::string describe() const override;
+
+  bootstrap::bootstrap& boot() { return *boot_; }
+  int context_id() const { return context_id_; }
+  ucp_context_h handle() const { return ucp_; }
+  bool peer_failure_detection() const { return peer_failure_; }
+
+  // A peer's request for registration `key` through device `dev`: false when there is no
+  // such live registration; else its packed key and extent, and the peer is remembered so
+  // that deregistration revokes its copy.
+  bool lookup_for_peer(uint64_t key, int rank, int dev, std::string& packed, uint64_t& base,
+                       uint64_t& size);
+  void revoke_acknowledged(uint64_t key, int rank, int dev);
+  void attach(int index, ucx_device* d);
+  void detach(int index);
+
+ private:
+  struct registration {
+    ucp_mem_h memh = nullptr;
+    void* base = nullptr;
+    size_t size = 0;
+    std::string packed;
+    bool revoked = false;
+    std::vector<std::pair<int, int>> fetchers;  // (rank, device) holding a copy
+  };
+  std::shared_ptr<bootstrap::bootstrap> boot_;
+  const int context_id_;
+  ucp_context_h ucp_ = nullptr;
+  bool peer_failure_ = true;
+  std::mutex lock_;  // registrations and devices; never on the critical path
+  std::map<uint64_t, std::unique_ptr<registration>> regs_;
+  uint64_t next_key_ = 1;
+  std::vector<ucx_device*> devices_;
+};
+
+}  // namespace weft::net::ucx

@@ -1,0 +1,543 @@
+// A UCX device: one UCP worker, its endpoints, and the translation between UCP's callbacks
+// and the sink. See ucx_backend.hpp for how each operation maps.
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "bootstrap/bootstrap.hpp"
+#include "net/ucx/ucx_backend.hpp"
+#include "util/fail.hpp"
+#include "util/log.hpp"
+
+namespace weft::net::ucx {
+namespace {
+
+constexpr const char* call = "ucx backend";
+
+void check(ucs_status_t st, const char* what) {
+  if (st != UCS_OK) util::fail(call, what, std::to_string(int(st)), ucs_status_string(st));
+}
+
+std::string address_key(int ctx, int index) {
+  return "ucx-" + std::to_string(ctx) + "-" + std::to_string(index);
+}
+
+// The body of an rkey reply: key, found, base, size, then the packed key.
+struct rkey_reply {
+  uint64_t key, found, base, size;
+};
+
+ucp_request_param_t with_callback(void* user_data) {
+  ucp_request_param_t rp{};
+  rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  rp.user_data = user_data;
+  return rp;
+}
+
+}  // namespace
+
+ucx_device::ucx_device(ucx_context& ctx, int index, const device_config& cfg)
+    : ctx_(ctx), index_(index), me_(ctx.boot().rank()), cell_size_(cfg.cell_size) {
+  ucp_worker_params_t wp{};
+  wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;  // worker_lock_ serialises
+  check(ucp_worker_create(ctx.handle(), &wp, &worker_), "ucp_worker_create");
+  ucp_am_handler_param_t hp{};
+  hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
+                  UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
+  hp.id = 0;
+  hp.flags = UCP_AM_FLAG_WHOLE_MSG | UCP_AM_FLAG_PERSISTENT_DATA;
+  hp.cb = &ucx_device::on_am;
+  hp.arg = this;
+  check(ucp_worker_set_am_recv_handler(worker_, &hp), "ucp_worker_set_am_recv_handler");
+
+  // Every rank publishes its process id and its worker's address; endpoints connect on
+  // first use.
+  ucp_address_t* addr = nullptr;
+  size_t addr_len = 0;
+  check(ucp_worker_get_address(worker_, &addr, &addr_len), "ucp_worker_get_address");
+  auto& b = ctx.boot();
+  const int32_t pid = int32_t(getpid());
+  b.put(address_key(ctx.context_id(), index),
+        std::string(reinterpret_cast<const char*>(&pid), sizeof(pid)) +
+            std::string(reinterpret_cast<char*>(addr), addr_len));
+  ucp_worker_release_address(worker_, addr);
+  b.fence();
+  npeers_ = b.size();
+  peers_.reset(new peer[size_t(npeers_)]);
+  for (int r = 0; r < npeers_; ++r) {
+    std::string theirs = b.get(r, address_key(ctx.context_id(), index));
+    peer& p = peers_[size_t(r)];
+    p.dev = this;
+    p.rank = r;
+    if (theirs.size() <= sizeof(pid))
+      util::fail(call, "address of rank " + std::to_string(r), std::to_string(theirs.size()),
+                 "too short to be a UCX worker address");
+    memcpy(&p.pid, theirs.data(), sizeof(pid));
+    ucp_ep_params_t ep{};
+    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+    ep.address = reinterpret_cast<const ucp_address_t*>(theirs.data() + sizeof(pid));
+    // On this host the process id tells whether a peer lives, and asking UCX for failure
+    // detection would rule out its shared-memory transports, which cannot report one.
+    p.watch_pid = b.same_host(r);
+    ucs_status_t st = UCS_ERR_UNREACHABLE;
+    if (!p.watch_pid && ctx.peer_failure_detection()) {
+      ucp_ep_params_t detecting = ep;
+      detecting.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+      detecting.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+      detecting.err_handler.cb = &ucx_device::on_ep_error;
+      detecting.err_handler.arg = &p;
+      st = ucp_ep_create(worker_, &detecting, &p.ep);
+      if (st == UCS_ERR_UNREACHABLE)
+        WEFT_LOG(warn, "ucx: no transport to rank %d reports peer failures; its death will go "
+                 "unnoticed", r);
+    }
+    if (st == UCS_ERR_UNREACHABLE) st = ucp_ep_create(worker_, &ep, &p.ep);
+    if (st != UCS_OK)
+      util::fail(call, "endpoint to rank " + std::to_string(r), ucs_status_string(st),
+                 "ucp_ep_create failed (no common transport with that rank? check UCX_TLS)");
+  }
+
+  const size_t nsend = 256;
+  send_mem_.resize(nsend * (short_header + cell_size_));
+  send_ops_.resize(nsend);
+  for (uint32_t i = 0; i < nsend; ++i) free_sends_.push_back(uint32_t(nsend - 1 - i));
+  events_.reserve(256);
+  delivering_.reserve(256);
+  ctx.attach(index, this);
+}
+
+ucx_device::~ucx_device() {
+  ctx_.detach(index_);
+  util::lock_guard<util::spinlock> g(worker_lock_);
+  for (auto& [who, k] : keys_)
+    if (k.rkey) ucp_rkey_destroy(k.rkey);
+  for (auto& e : events_)
+    if (e.release) ucp_am_data_release(worker_, e.data);
+  // Close every endpoint, flushing what is still queued to live peers; bounded, since a
+  // peer may be gone without UCX having noticed.
+  std::vector<void*> closing;
+  for (int r = 0; r < npeers_; ++r) {
+    ucp_request_param_t rp{};
+    rp.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    rp.flags = peers_[size_t(r)].dead ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+    ucs_status_ptr_t req = ucp_ep_close_nbx(peers_[size_t(r)].ep, &rp);
+    if (UCS_PTR_IS_PTR(req)) closing.push_back(req);
+  }
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!closing.empty() && std::chrono::steady_clock::now() < until) {
+    ucp_worker_progress(worker_);
+    std::erase_if(closing, [](void* req) {
+      if (ucp_request_check_status(req) == UCS_INPROGRESS) return false;
+      ucp_request_free(req);
+      return true;
+    });
+  }
+  if (!closing.empty())
+    WEFT_LOG(warn, "ucx: %zu endpoints still closing after 5 s; abandoned", closing.size());
+  ucp_worker_destroy(worker_);
+}
+
+// ---- sending ------------------------------------------------------------------------------
+
+bool ucx_device::send_locked(int rank, uint8_t kind, const void* a, size_t alen, const void* b,
+                             size_t blen) {
+  peer& p = peers_[size_t(rank)];
+  if (p.dead.load(std::memory_order_relaxed)) return true;  // dropped: the core fails its ops
+  if (free_sends_.empty()) return false;
+  const uint32_t i = free_sends_.back();
+  free_sends_.pop_back();
+  char* buf = &send_mem_[size_t(i) * (short_header + cell_size_)];
+  am_header h{uint32_t(me_), kind, 0, 0, 0, {}};
+  memcpy(buf, &h, short_header);
+  if (alen) memcpy(buf + short_header, a, alen);
+  if (blen) memcpy(buf + short_header + alen, b, blen);
+  op& o = send_ops_[i];
+  o.kind = op::send;
+  o.dev = this;
+  o.rank = rank;
+  o.buffer = i;
+  ucp_request_param_t rp = with_callback(&o);
+  rp.op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
+  rp.flags = UCP_AM_SEND_FLAG_EAGER;  // whole in the handler, in order with the others
+  rp.cb.send = &ucx_device::on_send_done;
+  ucs_status_ptr_t req = ucp_am_send_nbx(p.ep, 0, buf, short_header, buf + short_header,
+                                         alen + blen, &rp);
+  if (UCS_PTR_IS_PTR(req)) return true;  // the buffer returns in on_send_done
+  free_sends_.push_back(i);
+  if (UCS_PTR_IS_ERR(req)) mark_dead(rank, UCS_PTR_STATUS(req));
+  return true;
+}
+
+bool ucx_device::try_send(int rank, const void* hdr, size_t hdr_len, const void* payload,
+                          size_t len) {
+  util::lock_guard<util::spinlock> g(worker_lock_);
+  return send_locked(rank, kind_message, hdr, hdr_len, payload, len);
+}
+
+void ucx_device::queue_revoke(int rank, uint64_t key) {
+  util::lock_guard<util::spinlock> g(worker_lock_);
+  control_out_.push_back(control{rank, kind_revoke, std::string(reinterpret_cast<char*>(&key), 8)});
+}
+
+// ---- one-sided ----------------------------------------------------------------------------
+
+const char* ucx_device::resolve(int rank, rkey_t k, uint64_t addr, size_t size,
+                                remote_key** out) {
+  auto [it, fresh] = keys_.try_emplace({rank, k.key});
+  if (fresh) {
+    control_out_.push_back(
+        control{rank, kind_rkey_request, std::string(reinterpret_cast<char*>(&k.key), 8)});
+    return nullptr;
+  }
+  remote_key& rk = it->second;
+  switch (rk.state) {
+    case remote_key::fetching: return nullptr;
+    case remote_key::refused: return "the region has been deregistered";
+    case remote_key::ready: break;
+  }
+  if (addr < rk.base || size > rk.size || addr - rk.base > rk.size - size)
+    return "the access lies outside the region";
+  if (out) *out = &rk;
+  return "";
+}
+
+const char* ucx_device::check_remote(int rank, uint64_t remote_addr, size_t size, rkey_t k) {
+  if (k.key == 0) return nullptr;  // a buffer the target's core named itself
+  util::lock_guard<util::spinlock> g(worker_lock_);
+  const char* why = resolve(rank, k, remote_addr, size, nullptr);  // starts the fetch early
+  return why && *why ? why : nullptr;
+}
+
+void ucx_device::push_done(bool write, void* ctx, bool ok, int rank, const void* note,
+                           size_t note_len) {
+  event e;
+  e.kind = write ? event::put_done : event::get_done;
+  e.ctx = ctx;
+  e.ok = ok;
+  events_.push_back(e);
+  if (ok && note_len) control_out_.push_back(control{rank, kind_notify, std::string(static_cast<const char*>(note), note_len)});
+}
+
+bool ucx_device::rma(bool write, int rank, void* local, size_t size, uint64_t addr, rkey_t k,
+                     const void* note, size_t note_len, void* ctx) {
+  util::lock_guard<util::spinlock> g(worker_lock_);
+  remote_key* rk = nullptr;
+  const char* why = resolve(rank, k, addr, size, &rk);
+  if (!why) return false;  // the key is on its way: the core retries
+  if (*why) {
+    WEFT_LOG(debug, "ucx: %s of %zu bytes at rank %d refused: %s", write ? "put" : "get", size,
+             rank, why);
+    push_done(write, ctx, false, rank, nullptr, 0);
+    return true;
+  }
+  auto* o = new op{};
+  o->dev = this;
+  o->rank = rank;
+  o->ctx = ctx;
+  o->note_len = uint32_t(note_len);
+  if (note_len) memcpy(o->note, note, note_len);
+  ucp_ep_h ep = peers_[size_t(rank)].ep;
+  ucp_request_param_t rp = with_callback(o);
+  rp.cb.send = &ucx_device::on_send_done;
+  ucs_status_ptr_t req;
+  if (!write) {
+    o->kind = op::get;
+    req = ucp_get_nbx(ep, local, size, addr, rk->rkey, &rp);
+  } else {
+    // Complete once delivered, as on every backend (and a notify must not overtake the
+    // data): the put, then a flush of the endpoint, which waits for remote completion.
+    ucp_request_param_t plain{};
+    req = ucp_put_nbx(ep, local, size, addr, rk->rkey, &plain);
+    if (UCS_PTR_IS_PTR(req)) ucp_request_free(req);
+    o->kind = op::flush;
+    if (!UCS_PTR_IS_ERR(req)) req = ucp_ep_flush_nbx(ep, &rp);
+  }
+  if (!UCS_PTR_IS_PTR(req)) finished(o, UCS_PTR_STATUS(req));
+  return true;
+}
+
+bool ucx_device::try_put(int rank, const void* src, size_t size, uint64_t remote_addr, rkey_t k,
+                         const void* note, size_t note_len, void* ctx) {
+  if (k.key != 0)
+    return rma(true, rank, const_cast<void*>(src), size, remote_addr, k, note, note_len, ctx);
+  // Rendezvous data into a buffer the target's core named: one message, which UCP moves by
+  // its own rendezvous protocol when it is large.
+  util::lock_guard<util::spinlock> g(worker_lock_);
+  peer& p = peers_[size_t(rank)];
+  if (p.dead.load(std::memory_order_relaxed)) {
+    push_done(true, ctx, false, rank, nullptr, 0);
+    return true;
+  }
+  auto* o = new op{};
+  o->kind = op::stream;
+  o->dev = this;
+  o->rank = rank;
+  o->ctx = ctx;
+  o->header = am_header{uint32_t(me_), kind_stream, uint8_t(note_len), 0, remote_addr, {}};
+  if (note_len) memcpy(o->header.note, note, note_len);
+  ucp_request_param_t rp = with_callback(o);
+  rp.cb.send = &ucx_device::on_send_done;
+  ucs_status_ptr_t req = ucp_am_send_nbx(p.ep, 0, &o->header, sizeof(am_header), src, size, &rp);
+  if (!UCS_PTR_IS_PTR(req)) finished(o, UCS_PTR_STATUS(req));
+  return true;
+}
+
+bool ucx_device::try_get(int rank, void* dst, size_t size, uint64_t remote_addr, rkey_t k,
+                         const void* note, size_t note_len, void* ctx) {
+  return rma(false, rank, dst, size, remote_addr, k, note, note_len, ctx);
+}
+
+// ---- completions and arrivals (under worker_lock_, from the worker's progress) ------------
+
+void ucx_device::on_send_done(void* request, ucs_status_t status, void* user_data) {
+  auto* o = static_cast<op*>(user_data);
+  o->dev->finished(o, status);
+  ucp_request_free(request);
+}
+
+void ucx_device::on_recv_done(void* request, ucs_status_t status, size_t, void* user_data) {
+  auto* o = static_cast<op*>(user_data);
+  o->dev->finished(o, status);
+  ucp_request_free(request);
+}
+
+void ucx_device::on_ep_error(void* arg, ucp_ep_h, ucs_status_t status) {
+  auto* p = static_cast<peer*>(arg);
+  p->dev->mark_dead(p->rank, status);
+}
+
+void ucx_device::mark_dead(int rank, ucs_status_t why) {
+  if (!peers_[size_t(rank)].dead.exchange(true))
+    WEFT_LOG(info, "ucx: the endpoint to rank %d failed: %s", rank, ucs_status_string(why));
+}
+
+void ucx_device::finished(op* o, ucs_status_t status) {
+  const bool ok = status == UCS_OK;
+  if (!ok && o->kind != op::send)
+    WEFT_LOG(warn, "ucx: an operation with rank %d failed: %s", o->rank, ucs_status_string(status));
+  switch (o->kind) {
+    case op::send: free_sends_.push_back(o->buffer); return;  // owned by send_ops_
+    case op::flush:
+    case op::stream: push_done(true, o->ctx, ok, o->rank, o->note, o->note_len); break;
+    case op::get: push_done(false, o->ctx, ok, o->rank, o->note, o->note_len); break;
+    case op::stream_recv:
+      if (ok && o->note_len) {
+        event e;
+        e.kind = event::notify;
+        e.rank = o->rank;
+        e.note_len = o->note_len;
+        memcpy(e.note, o->note, o->note_len);
+        events_.push_back(e);
+      }
+      break;
+    case op::revoke_flush: {
+      auto it = keys_.find({o->rank, o->key});
+      if (it != keys_.end() && it->second.rkey) {
+        ucp_rkey_destroy(it->second.rkey);
+        it->second.rkey = nullptr;
+      }
+      control_out_.push_back(
+          control{o->rank, kind_revoke_ack, std::string(reinterpret_cast<char*>(&o->key), 8)});
+      break;
+    }
+  }
+  delete o;
+}
+
+ucs_status_t ucx_device::on_am(void* arg, const void* header, size_t header_len, void* data,
+                               size_t len, const ucp_am_recv_param_t* param) {
+  am_header h{};
+  if (header_len < short_header || header_len > sizeof(h)) {
+    WEFT_LOG(error, "ucx: a message with a %zu-byte header, dropped", header_len);
+    return UCS_OK;
+  }
+  memcpy(&h, header, header_len);
+  return static_cast<ucx_device*>(arg)->received(h, header_len, data, len, param);
+}
+
+ucs_status_t ucx_device::received(const am_header& h, size_t header_len, void* data, size_t len,
+                                  const ucp_am_recv_param_t* param) {
+  const bool rndv = param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV;
+  if (h.src >= uint32_t(npeers_) || (rndv && h.kind != kind_stream)) {
+    WEFT_LOG(error, "ucx: a malformed message (sender %u, kind %u), dropped", h.src,
+             unsigned(h.kind));
+    return UCS_OK;
+  }
+  const int src = int(h.src);
+  switch (h.kind) {
+    case kind_message: {
+      event e;
+      e.kind = event::message;
+      e.rank = src;
+      e.data = data;
+      e.len = len;
+      e.release = true;  // persistent data: released once the sink has seen it
+      events_.push_back(e);
+      return UCS_INPROGRESS;
+    }
+    case kind_notify: {
+      if (len > max_note_size) break;
+      event e;
+      e.kind = event::notify;
+      e.rank = src;
+      e.note_len = uint32_t(len);
+      memcpy(e.note, data, len);
+      events_.push_back(e);
+      return UCS_OK;
+    }
+    case kind_stream: {
+      if (header_len != sizeof(am_header) || h.note_len > max_note_size) break;
+      auto* o = new op{};
+      o->kind = op::stream_recv;
+      o->dev = this;
+      o->rank = src;
+      o->note_len = h.note_len;
+      memcpy(o->note, h.note, h.note_len);
+      if (!rndv) {
+        if (len) memcpy(reinterpret_cast<void*>(h.dst), data, len);
+        finished(o, UCS_OK);
+        return UCS_OK;
+      }
+      ucp_request_param_t rp = with_callback(o);
+      rp.cb.recv_am = &ucx_device::on_recv_done;
+      ucs_status_ptr_t req =
+          ucp_am_recv_data_nbx(worker_, data, reinterpret_cast<void*>(h.dst), len, &rp);
+      if (!UCS_PTR_IS_PTR(req)) finished(o, UCS_PTR_STATUS(req));
+      return UCS_INPROGRESS;
+    }
+    case kind_rkey_request:
+    case kind_rkey_reply:
+    case kind_revoke:
+    case kind_revoke_ack:
+      control_in_.push_back(control{src, h.kind, std::string(static_cast<char*>(data), len)});
+      return UCS_OK;
+  }
+  WEFT_LOG(error, "ucx: a malformed message (kind %u, %zu bytes) from rank %d, dropped",
+           unsigned(h.kind), len, src);
+  return UCS_OK;
+}
+
+// Requests for keys, replies, revocations and their acknowledgments; then whatever is
+// waiting to be sent. Under worker_lock_, outside UCP's callbacks.
+void ucx_device::handle_control() {
+  std::vector<control> in;
+  in.swap(control_in_);
+  for (control& c : in) {
+    uint64_t key = 0;
+    if (c.body.size() < 8) continue;
+    memcpy(&key, c.body.data(), 8);
+    switch (c.kind) {
+      case kind_rkey_request: {
+        rkey_reply r{key, 0, 0, 0};
+        std::string packed;
+        r.found = ctx_.lookup_for_peer(key, c.rank, index_, packed, r.base, r.size);
+        control_out_.push_back(control{
+            c.rank, kind_rkey_reply, std::string(reinterpret_cast<char*>(&r), sizeof(r)) + packed});
+        break;
+      }
+      case kind_rkey_reply: {
+        rkey_reply r;
+        if (c.body.size() < sizeof(r)) break;
+        memcpy(&r, c.body.data(), sizeof(r));
+        auto it = keys_.find({c.rank, key});
+        if (it == keys_.end() || it->second.state != remote_key::fetching) break;
+        remote_key& rk = it->second;
+        rk.state = remote_key::refused;
+        if (!r.found) break;
+        ucs_status_t st =
+            ucp_ep_rkey_unpack(peers_[size_t(c.rank)].ep, c.body.data() + sizeof(r), &rk.rkey);
+        if (st != UCS_OK) {
+          WEFT_LOG(warn, "ucx: the key of rank %d's region %lu does not unpack: %s", c.rank,
+                   (unsigned long)key, ucs_status_string(st));
+          break;
+        }
+        rk.state = remote_key::ready;
+        rk.base = r.base;
+        rk.size = r.size;
+        break;
+      }
+      case kind_revoke: {
+        remote_key& rk = keys_[{c.rank, key}];
+        rk.state = remote_key::refused;
+        // Accesses already issued with the key finish before the owner hears back.
+        auto* o = new op{};
+        o->kind = op::revoke_flush;
+        o->dev = this;
+        o->rank = c.rank;
+        o->key = key;
+        ucp_request_param_t rp = with_callback(o);
+        rp.cb.send = &ucx_device::on_send_done;
+        ucs_status_ptr_t req = ucp_ep_flush_nbx(peers_[size_t(c.rank)].ep, &rp);
+        if (!UCS_PTR_IS_PTR(req)) finished(o, UCS_OK);
+        break;
+      }
+      case kind_revoke_ack: ctx_.revoke_acknowledged(key, c.rank, index_); break;
+    }
+  }
+  size_t sent = 0;
+  for (; sent < control_out_.size(); ++sent) {
+    control& c = control_out_[sent];
+    if (!send_locked(c.rank, c.kind, c.body.data(), c.body.size(), nullptr, 0)) break;
+  }
+  control_out_.erase(control_out_.begin(), control_out_.begin() + long(sent));
+}
+
+size_t ucx_device::poll(sink& s, size_t) {
+  if (!poll_lock_.try_lock()) return 0;
+  size_t n = 0;
+  {
+    util::lock_guard<util::spinlock> g(worker_lock_);
+    n += ucp_worker_progress(worker_);
+    if (!control_in_.empty() || !control_out_.empty()) handle_control();
+    delivering_.swap(events_);
+  }
+  bool release = false;
+  for (event& e : delivering_) {
+    switch (e.kind) {
+      case event::message: s.on_message(e.rank, e.data, e.len); break;
+      case event::notify: s.on_remote_notify(e.rank, e.note, e.note_len); break;
+      case event::put_done: s.on_put_local_done(e.ctx, e.ok); break;
+      case event::get_done: s.on_get_done(e.ctx, e.ok); break;
+    }
+    release |= e.release;
+  }
+  if (release) {
+    util::lock_guard<util::spinlock> g(worker_lock_);
+    for (event& e : delivering_)
+      if (e.release) ucp_am_data_release(worker_, e.data);
+  }
+  n += delivering_.size();
+  delivering_.clear();
+  poll_lock_.unlock();
+  return n;
+}
+
+void ucx_device::wait_for_message(uint32_t timeout_us) {
+  // A short sleep keeps an idle thread off the core. The worker's event fd would wake it at
+  // once, but not every transport arms one (see docs/backends.md).
+  std::this_thread::sleep_for(std::chrono::microseconds(std::min<uint32_t>(timeout_us, 50)));
+}
+
+bool ucx_device::peer_alive(int rank) {
+  peer& p = peers_[size_t(rank)];
+  if (p.dead.load(std::memory_order_relaxed)) return false;
+  if (p.watch_pid && kill(p.pid, 0) != 0 && errno != EPERM) {
+    mark_dead(rank, UCS_ERR_ENDPOINT_TIMEOUT);
+    return false;
+  }
+  return true;
+}
+
+void ucx_device::forget_peer(int rank) {
+  mark_dead(rank, UCS_ERR_ENDPOINT_TIMEOUT);
+  util::lock_guard<util::spinlock> g(worker_lock_);
+  std::erase_if(control_out_, [rank](const control& c) { return c.rank == rank; });
+}
+
+}  // namespace weft::net::ucx
