@@ -62,7 +62,7 @@ std::string host_identity() {
 
 void bootstrap::publish_host(const std::string& launcher_node) {
   const std::string id = util::env_string("WEFT_HOST_ID", "");
-  put("weft-host", !id.empty()               ? "id:" + id
+  put("weft-host", !id.empty()              ? "id:" + id
                    : !launcher_node.empty() ? "node:" + launcher_node
                                             : "host:" + host_identity());
 }

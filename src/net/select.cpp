@@ -71,7 +71,8 @@ std::unique_ptr<context> make_named(const std::string& which, const char* variab
                "this Weft was built without UCX (install libucx-dev and rebuild)");
 #endif
   }
-  util::fail("g_runtime_init", variable, which, "unknown backend (known: auto, shm, ofi, ucx, mixed)");
+  util::fail("g_runtime_init", variable, which,
+             "unknown backend (known: auto, shm, ofi, ucx, mixed)");
 }
 }  // namespace
 

@@ -612,7 +612,10 @@ int scenario_peer_death() {
     CHECK_EQ(int(x.error.errorcode), int(weft::errorcode_t::error_peer_dead));
     CHECK_EQ(x.rank, 1);
   }
-  CHECK(waited < 5.0);
+  // Shared memory and UCX notice at once; libfabric's providers report nothing here, so
+  // the ofi backend waits for WEFT_PEER_TIMEOUT of silence.
+  const char* timeout = getenv("WEFT_PEER_TIMEOUT");
+  CHECK(waited < (timeout ? atof(timeout) : 0.0) + 5.0);
   std::string e = error_of([&] { weft::post_send(1, small, 8, 0, sync); });
   CHECK(contains(e, "rank = 1") && contains(e, "died"));
   // Survivors still talk to each other.

@@ -26,10 +26,23 @@ WEFT_SHM_LANES=0 "$mp" matrix >"$out" 2>&1 && fail "WEFT_SHM_LANES=0 accepted"
 grep -q "WEFT_SHM_LANES = 0.*must be 1..64" "$out" || { cat "$out"; fail "WEFT_SHM_LANES=0 message"; }
 pass "WEFT_SHM_LANES=0 refused"
 WEFT_BACKEND=carrier-pigeon "$mp" matrix >"$out" 2>&1 && fail "unknown backend accepted"
-grep -q "WEFT_BACKEND = carrier-pigeon: unknown backend (known: auto, shm, ofi)" "$out" || { cat "$out"; fail "unknown backend message"; }
+grep -q "WEFT_BACKEND = carrier-pigeon: unknown backend (known: auto, shm, ofi, ucx, mixed)" "$out" || { cat "$out"; fail "unknown backend message"; }
 pass "unknown backend refused"
 if grep -q "OFI_FOUND:INTERNAL=1" "$4/CMakeCache.txt" 2>/dev/null; then
   WEFT_BACKEND=ofi WEFT_OFI_PROVIDER=nosuchprovider "$mp" matrix >"$out" 2>&1 && fail "unknown provider accepted"
   grep -q "WEFT_OFI_PROVIDER = nosuchprovider: no provider offers reliable datagrams" "$out" || { cat "$out"; fail "unknown provider message"; }
   pass "unknown libfabric provider refused"
+fi
+# Ranks that would build different backends: named before either builds one.
+"$weftrun" -n 2 --timeout 30 sh -c 'if [ "$WEFT_RANK" = 1 ]; then export WEFT_BACKEND=ofi; fi; exec "$0" matrix' "$mp" >"$out" 2>&1; rc=$?
+[ $rc -ne 0 ] || fail "a backend mismatch was not detected"
+grep -q "settings differ between ranks: rank 0 has backend=auto, rank 1 has backend=ofi" "$out" || { cat "$out"; fail "backend mismatch message"; }
+pass "backend mismatch reported with both values and ranks"
+WEFT_NET_BACKEND=shm "$weftrun" -n 2 --ranks-per-host 1 --timeout 30 "$mp" matrix >"$out" 2>&1 && fail "WEFT_NET_BACKEND=shm accepted"
+grep -q "WEFT_NET_BACKEND = shm: is not a network backend (known: ofi, ucx)" "$out" || { cat "$out"; fail "network backend message"; }
+pass "a network backend that is not one refused"
+if grep -q "UCX_FOUND:INTERNAL=1" "$4/CMakeCache.txt" 2>/dev/null; then
+  WEFT_BACKEND=ucx UCX_TLS=nosuchtransport "$mp" matrix >"$out" 2>&1 && fail "unknown UCX transport accepted"
+  grep -q "ucx backend: UCX_TLS = nosuchtransport: ucp_init failed" "$out" || { cat "$out"; fail "unknown UCX transport message"; }
+  pass "unknown UCX transport refused"
 fi

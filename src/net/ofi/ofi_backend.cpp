@@ -65,6 +65,7 @@ ofi_context::ofi_context(std::shared_ptr<bootstrap::bootstrap> boot, int context
   prov_key_ = info_->domain_attr->mr_mode & FI_MR_PROV_KEY;
   mr_local_ =
       (info_->domain_attr->mr_mode & FI_MR_LOCAL) || util::env_bool("WEFT_OFI_MR_LOCAL", false);
+  peer_timeout_ns_ = int64_t(util::env_size("WEFT_PEER_TIMEOUT", 30)) * 1000000000;
   check(fi_fabric(info_->fabric_attr, &fabric_, nullptr), "fi_fabric");
   check(fi_domain(fabric_, info_, &domain_, nullptr), "fi_domain");
   WEFT_LOG(info, "ofi context %d: %s", context_id_, describe().c_str());
@@ -136,6 +137,7 @@ ofi_device::ofi_device(ofi_context& ctx, int index, const device_config& cfg)
   const int n = b.size();
   peers_.resize(size_t(n));
   dead_.reset(new std::atomic<bool>[size_t(n)]);
+  live_.reset(new liveness[size_t(n)]);
   for (int r = 0; r < n; ++r) {
     dead_[size_t(r)].store(false);
     std::string theirs = b.get(r, key(ctx.context_id(), index));
@@ -342,8 +344,15 @@ void ofi_device::received(sink& s, op* o, size_t len) {
     return;
   }
   const int src = int(p.src);
+  live_[size_t(src)].heard.fetch_add(1, std::memory_order_relaxed);
   switch (p.kind) {
     case kind_message: s.on_message(src, body, blen); return;
+    case kind_ping: {
+      prefix pong{uint32_t(me_), kind_pong, {}};
+      send_buffer(src, pong, nullptr, 0, nullptr, 0, nullptr);  // lost: the next ping asks again
+      return;
+    }
+    case kind_pong: return;
     case kind_notify: s.on_remote_notify(src, body, blen); return;
     case kind_chunk: {
       chunk_header h;
@@ -371,6 +380,8 @@ void ofi_device::complete(sink& s, op* o, bool ok) {
   switch (o->kind) {
     case op::recv: post_recv(o->buffer); return;
     case op::send: {
+      if (!ok && !dead_[size_t(o->rank)].exchange(true))
+        WEFT_LOG(warn, "ofi: a send to rank %d failed; taking it for dead", o->rank);
       stream* owner = o->owner;
       {
         util::lock_guard<util::spinlock> g(send_lock_);
@@ -453,7 +464,33 @@ void ofi_device::wait_for_message(uint32_t timeout_us) {
 }
 
 bool ofi_device::peer_alive(int rank) {
-  return !dead_[size_t(rank)].load(std::memory_order_relaxed);
+  if (dead_[size_t(rank)].load(std::memory_order_relaxed)) return false;
+  if (rank == me_) return true;
+  // Called while operations wait (the core checks every 50 ms); not on the critical path.
+  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch())
+                          .count();
+  const int64_t timeout = ctx_.peer_timeout_ns();
+  const int64_t ping_every = std::min<int64_t>(timeout / 4, 1000000000);
+  util::lock_guard<util::spinlock> g(live_lock_);
+  liveness& l = live_[size_t(rank)];
+  const uint64_t heard = l.heard.load(std::memory_order_relaxed);
+  if (heard != l.seen || l.heard_at_ns == 0) {
+    l.seen = heard;
+    l.heard_at_ns = now;
+    return true;
+  }
+  if (now - l.heard_at_ns > timeout) {
+    if (!dead_[size_t(rank)].exchange(true))
+      WEFT_LOG(warn, "ofi: rank %d silent for %.1f s (WEFT_PEER_TIMEOUT); taking it for dead", rank,
+               double(now - l.heard_at_ns) / 1e9);
+    return false;
+  }
+  if (now - l.heard_at_ns > ping_every && now - l.pinged_at_ns > ping_every) {
+    prefix ping{uint32_t(me_), kind_ping, {}};
+    if (send_buffer(rank, ping, nullptr, 0, nullptr, 0, nullptr)) l.pinged_at_ns = now;
+  }
+  return true;
 }
 
 void ofi_device::forget_peer(int rank) {

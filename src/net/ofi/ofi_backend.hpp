@@ -51,7 +51,7 @@ class ofi_device final : public device {
     uint8_t kind;  // msg_kind
     uint8_t pad[3];
   };
-  enum msg_kind : uint8_t { kind_message, kind_chunk, kind_notify };
+  enum msg_kind : uint8_t { kind_message, kind_chunk, kind_notify, kind_ping, kind_pong };
   // A piece of a rendezvous stream: `len` bytes for address `dst` of the target.
   struct chunk_header {
     uint64_t dst;
@@ -127,6 +127,16 @@ class ofi_device final : public device {
   std::vector<pending_note> notes_;
   std::vector<uint32_t> to_repost_;
   std::unique_ptr<std::atomic<bool>[]> dead_;
+  // Liveness: the providers here report no dead peer, so a peer that Weft waits on and that
+  // has been silent for a while is pinged; no answer within WEFT_PEER_TIMEOUT, or a ping
+  // that fails to send, and it is dead.
+  struct liveness {
+    std::atomic<uint64_t> heard{0};  // messages received from the peer; bumped by the poller
+    uint64_t seen = 0;               // `heard` at the last check
+    int64_t heard_at_ns = 0, pinged_at_ns = 0;
+  };
+  std::unique_ptr<liveness[]> live_;
+  util::spinlock live_lock_;
 };
 
 class ofi_context final : public context {
@@ -152,6 +162,7 @@ class ofi_context final : public context {
   // Local buffers must be registered (FI_MR_LOCAL), by the provider's wish or forced by
   // WEFT_OFI_MR_LOCAL=1 so that the path is tested where no provider asks for it.
   bool mr_local() const { return mr_local_; }
+  int64_t peer_timeout_ns() const { return peer_timeout_ns_; }
   // A registration key never used before in this domain (the provider refuses duplicates,
   // and a stale remote key must not reach a newer region).
   uint64_t next_key() { return next_key_.fetch_add(1); }
@@ -165,6 +176,7 @@ class ofi_context final : public context {
   bool virt_addr_ = false;
   bool mr_local_ = false;
   bool prov_key_ = false;
+  int64_t peer_timeout_ns_ = 0;
   std::atomic<uint64_t> next_key_{1};
 };
 

@@ -71,9 +71,10 @@ shm_context::shm_context(std::shared_ptr<bootstrap::bootstrap> boot, int context
     : boot_(std::move(boot)), context_id_(context_id), settings_(read_settings()) {
   auto& b = *boot_;
   if (b.local_size() != b.size())
-    util::fail("shm backend", "ranks", std::to_string(b.size()),
-               "shared memory reaches only the " + std::to_string(b.local_size()) +
-                   " ranks on this host; WEFT_BACKEND=auto or mixed adds the network for the others");
+    util::fail(
+        "shm backend", "ranks", std::to_string(b.size()),
+        "shared memory reaches only the " + std::to_string(b.local_size()) +
+            " ranks on this host; WEFT_BACKEND=auto or mixed adds the network for the others");
   char info[64];
   snprintf(info, sizeof(info), "%d %llx", int(getpid()),
            static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(&cma_probe_cookie)));

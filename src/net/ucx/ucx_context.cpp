@@ -112,7 +112,8 @@ void ucx_context::deregister_memory(mr_t& mr) {
     devs = devices_;
   }
   for (auto [rank, dev] : fetchers)
-    if (size_t(dev) < devs.size() && devs[size_t(dev)]) devs[size_t(dev)]->queue_revoke(rank, mr.key);
+    if (size_t(dev) < devs.size() && devs[size_t(dev)])
+      devs[size_t(dev)]->queue_revoke(rank, mr.key);
 }
 
 void ucx_context::revoke_acknowledged(uint64_t key, int rank, int dev) {

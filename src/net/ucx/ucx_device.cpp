@@ -94,8 +94,10 @@ ucx_device::ucx_device(ucx_context& ctx, int index, const device_config& cfg)
       detecting.err_handler.arg = &p;
       st = ucp_ep_create(worker_, &detecting, &p.ep);
       if (st == UCS_ERR_UNREACHABLE)
-        WEFT_LOG(warn, "ucx: no transport to rank %d reports peer failures; its death will go "
-                 "unnoticed", r);
+        WEFT_LOG(warn,
+                 "ucx: no transport to rank %d reports peer failures; its death will go "
+                 "unnoticed",
+                 r);
     }
     if (st == UCS_ERR_UNREACHABLE) st = ucp_ep_create(worker_, &ep, &p.ep);
     if (st != UCS_OK)
@@ -166,8 +168,8 @@ bool ucx_device::send_locked(int rank, uint8_t kind, const void* a, size_t alen,
   rp.op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
   rp.flags = UCP_AM_SEND_FLAG_EAGER;  // whole in the handler, in order with the others
   rp.cb.send = &ucx_device::on_send_done;
-  ucs_status_ptr_t req = ucp_am_send_nbx(p.ep, 0, buf, short_header, buf + short_header,
-                                         alen + blen, &rp);
+  ucs_status_ptr_t req =
+      ucp_am_send_nbx(p.ep, 0, buf, short_header, buf + short_header, alen + blen, &rp);
   if (UCS_PTR_IS_PTR(req)) return true;  // the buffer returns in on_send_done
   free_sends_.push_back(i);
   if (UCS_PTR_IS_ERR(req)) mark_dead(rank, UCS_PTR_STATUS(req));
@@ -187,8 +189,7 @@ void ucx_device::queue_revoke(int rank, uint64_t key) {
 
 // ---- one-sided ----------------------------------------------------------------------------
 
-const char* ucx_device::resolve(int rank, rkey_t k, uint64_t addr, size_t size,
-                                remote_key** out) {
+const char* ucx_device::resolve(int rank, rkey_t k, uint64_t addr, size_t size, remote_key** out) {
   auto [it, fresh] = keys_.try_emplace({rank, k.key});
   if (fresh) {
     control_out_.push_back(
@@ -221,7 +222,9 @@ void ucx_device::push_done(bool write, void* ctx, bool ok, int rank, const void*
   e.ctx = ctx;
   e.ok = ok;
   events_.push_back(e);
-  if (ok && note_len) control_out_.push_back(control{rank, kind_notify, std::string(static_cast<const char*>(note), note_len)});
+  if (ok && note_len)
+    control_out_.push_back(
+        control{rank, kind_notify, std::string(static_cast<const char*>(note), note_len)});
 }
 
 bool ucx_device::rma(bool write, int rank, void* local, size_t size, uint64_t addr, rkey_t k,

@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# Several hosts on one machine: three network namespaces on a bridge, each with its own
+# address. MPICH's hydra starts jobs across them through a launcher that enters the
+# namespace named by the host address (as ssh would log in to it). The launcher's process
+# mapping tells Weft which ranks share a host; namespaces share the host name and /dev/shm,
+# so nothing else could. Runs the scenarios over ofi/tcp, ucx/tcp and mixed (shared memory
+# within a host, the network across), then kills one host's rank in the middle of traffic.
+set -u
+weftrun=$1 mp=$2 src=$3 build=$4
+. "$(dirname "$0")/common.sh"
+[ "$(id -u)" -eq 0 ] || { echo "SKIP: network namespaces need root"; exit 77; }
+command -v ip >/dev/null || fail "ip not installed (Debian package iproute2)"
+command -v mpiexec.hydra >/dev/null || fail "mpiexec.hydra not installed (Debian package mpich)"
+
+tag=$$
+br=wbr$tag
+net=10.$((tag % 200 + 20)).77
+work=$(mktemp -d)
+out=$work/out
+before=$(shm_snapshot)
+cleanup() {
+  for i in 1 2 3; do
+    ip netns pids wns$tag-$i 2>/dev/null | xargs -r kill -9 2>/dev/null
+    ip netns del wns$tag-$i 2>/dev/null
+  done
+  ip link del "$br" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+ip link add "$br" type bridge || fail "cannot create a bridge"
+ip addr add "$net.254/24" dev "$br"
+ip link set "$br" up
+for i in 1 2 3; do
+  ns=wns$tag-$i
+  ip netns add "$ns" || fail "cannot create namespace $ns"
+  ip link add "wv$tag-$i" type veth peer name eth0 netns "$ns"
+  ip link set "wv$tag-$i" master "$br" up
+  ip -n "$ns" addr add "$net.$i/24" dev eth0
+  ip -n "$ns" link set eth0 up
+  ip -n "$ns" link set lo up
+done
+# What hydra calls instead of ssh: [options] host command...
+cat >"$work/enter" <<EOF
+#!/bin/sh
+while [ "\${1#-}" != "\$1" ]; do shift; done
+host=\$1; shift
+exec ip netns exec wns$tag-\${host##*.} sh -c "\$*"
+EOF
+chmod +x "$work/enter"
+pass "three namespaces on bridge $br: $net.1, $net.2, $net.3"
+
+hosts3=$net.1,$net.2,$net.3
+hosts4=$net.1:2,$net.2,$net.3  # two ranks share the first host
+hydra_cmd() {
+  echo mpiexec.hydra -launcher ssh -launcher-exec "$work/enter" -iface "$br" -hosts "$1" -n "$2"
+}
+job() {  # hosts, nranks, expected passes, env assignments..., -- program args...
+  local hosts=$1 n=$2 want=$3; shift 3
+  local envs=()
+  while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+  shift
+  timeout 120 env FI_TCP_IFACE=eth0 UCX_NET_DEVICES=eth0 UCX_TLS=tcp "${envs[@]}" \
+    $(hydra_cmd "$hosts" "$n") "$@" >"$out" 2>&1 </dev/null
+  local rc=$?
+  local got; got=$(grep -c "checks passed" "$out")
+  if [ $rc -ne 0 ] || [ "$got" -ne "$want" ]; then cat "$out"; return 1; fi
+}
+
+job "$hosts3" 3 3 WEFT_BACKEND=ofi WEFT_OFI_PROVIDER="tcp;ofi_rxm" WEFT_LOG_LEVEL=info -- "$mp" matrix ||
+  fail "ofi/tcp: matrix on 3 hosts"
+[ "$(grep -c "provider tcp;ofi_rxm.*domain eth0" "$out")" -eq 3 ] ||
+  { cat "$out"; fail "ofi did not use each namespace's eth0"; }
+grep -q "mixed\|shm context" "$out" && { cat "$out"; fail "WEFT_BACKEND=ofi also started shared memory"; }
+
+scenarios=${NETNS_SCENARIOS:-"matrix order barrier errors rma graph lists runtimes"}
+for s in $scenarios; do
+  job "$hosts3" 3 3 WEFT_BACKEND=ofi WEFT_OFI_PROVIDER="tcp;ofi_rxm" -- "$mp" $s || fail "ofi/tcp: $s on 3 hosts"
+done
+pass "ofi/tcp across 3 hosts: $scenarios"
+
+for s in $scenarios; do
+  job "$hosts3" 3 3 WEFT_BACKEND=ucx -- "$mp" $s || fail "ucx/tcp: $s on 3 hosts"
+done
+pass "ucx/tcp across 3 hosts: $scenarios"
+
+# Mixed by default: 4 ranks, two on the first host. The launcher's mapping, not the host
+# name (the same in every namespace), decides.
+for netb in ofi ucx; do
+  job "$hosts4" 4 4 WEFT_NET_BACKEND=$netb WEFT_LOG_LEVEL=info -- "$mp" matrix || fail "mixed/$netb: matrix"
+  [ "$(grep -c "mixed: shared memory to the 2 ranks of this host" "$out")" -eq 2 ] &&
+    [ "$(grep -c "mixed: shared memory to the 1 ranks of this host" "$out")" -eq 2 ] ||
+    { cat "$out"; fail "mixed/$netb: hosts not taken from the launcher's mapping"; }
+  for s in order barrier rma graph lists; do
+    job "$hosts4" 4 4 WEFT_NET_BACKEND=$netb -- "$mp" $s || fail "mixed/$netb: $s on 4 ranks, 3 hosts"
+  done
+  pass "mixed (shared memory + $netb/tcp), 4 ranks on 3 hosts: matrix order barrier rma graph lists"
+done
+
+# A host's rank dies in the middle of traffic and the others must keep running. Debian's
+# hydra kills the survivors when a rank dies even under -disable-auto-cleanup (a 3-rank
+# shell job shows it), so each rank runs under a wrapper that reports how its process
+# ended, holding on to its PMI connection. Survivors must see errors naming rank 1 within WEFT_PEER_TIMEOUT and
+# finish among themselves.
+cat >"$work/survive" <<'EOF2'
+#!/bin/sh
+"$@"
+rc=$?
+echo "rank $PMI_RANK: process exited with $rc"
+# The wrapper still holds the PMI socket: closing it without finalize makes hydra abort
+# the job, so hold it while the survivors finish.
+[ $rc -eq 0 ] || sleep 10
+EOF2
+chmod +x "$work/survive"
+for cfg in "WEFT_BACKEND=ofi WEFT_OFI_PROVIDER=tcp;ofi_rxm" "WEFT_BACKEND=ucx" "WEFT_NET_BACKEND=ofi" "WEFT_NET_BACKEND=ucx"; do
+  # shellcheck disable=SC2086
+  timeout 120 env FI_TCP_IFACE=eth0 UCX_NET_DEVICES=eth0 UCX_TLS=tcp WEFT_PEER_TIMEOUT=3 $cfg \
+    $(hydra_cmd "$hosts3" 3) "$work/survive" "$mp" peer_death >"$out" 2>&1 </dev/null
+  [ "$(grep -c "peer_death: all [0-9]* checks passed" "$out")" -eq 2 ] &&
+    grep -q "rank 1: process exited with 137" "$out" ||
+    { cat "$out"; fail "peer death across hosts with $cfg"; }
+  grep -q "rank 1 is gone" "$out" || { cat "$out"; fail "no survivor named rank 1 ($cfg)"; }
+  [ -n "${NETNS_VERBOSE:-}" ] && cat "$out"
+done
+pass "a rank killed on its host: survivors get errors naming it and finish (ofi, ucx, mixed over each)"
+
+[ "$(shm_snapshot)" = "$before" ] || fail "shared-memory files left in /dev/shm: $(comm -13 <(echo "$before") <(shm_snapshot))"
+pass "no shared-memory files left behind"
