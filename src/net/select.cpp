@@ -28,10 +28,10 @@ std::unique_ptr<context> make_ucx_context(std::shared_ptr<bootstrap::bootstrap> 
 #endif
 
 namespace {
-// libfabric pulls in the PSM libraries (libinfinipath), whose constructors install handlers that
-// turn a crash into a printed backtrace and exit status 1. A crashing Weft program must die of its
-// signal, as it would without them (launchers and tests report the signal), so those handlers go;
-// handlers the program installed itself are left alone.
+// libfabric pulls in the PSM libraries (libinfinipath), and UCX its libucs, whose constructors
+// install handlers that turn a crash into a printed backtrace and exit status 1. A crashing Weft
+// program must die of its signal, as it would without them (launchers and tests report the
+// signal), so those handlers go; handlers the program installed itself are left alone.
 void restore_crash_signals() {
   for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT}) {
     struct sigaction sa;
@@ -41,7 +41,8 @@ void restore_crash_signals() {
     if (fn == reinterpret_cast<void*>(SIG_DFL) || fn == reinterpret_cast<void*>(SIG_IGN)) continue;
     Dl_info where;
     if (!dladdr(fn, &where) || !where.dli_fname ||
-        (!strstr(where.dli_fname, "libpsm") && !strstr(where.dli_fname, "libinfinipath")))
+        (!strstr(where.dli_fname, "libpsm") && !strstr(where.dli_fname, "libinfinipath") &&
+         !strstr(where.dli_fname, "libucs")))
       continue;
     signal(sig, SIG_DFL);
     WEFT_LOG(info, "signal %d: handler of %s removed", sig, where.dli_fname);
@@ -98,7 +99,9 @@ std::unique_ptr<context> make_context(std::shared_ptr<bootstrap::bootstrap> boot
   std::string which = util::env_string("WEFT_BACKEND", "auto");
   // One host: shared memory; several: shared memory within each, the network across.
   if (which == "auto") which = boot->local_size() == boot->size() ? "shm" : "mixed";
-  return make_named(which, "WEFT_BACKEND", std::move(boot), context_id);
+  auto ctx = make_named(which, "WEFT_BACKEND", std::move(boot), context_id);
+  restore_crash_signals();  // UCX installs its handlers again when it starts
+  return ctx;
 }
 
 }  // namespace weft::net

@@ -70,7 +70,20 @@ pass "survivors get error_peer_dead and finish"
 # for the milliseconds between creating and unlinking them.
 [ "$(echo $jobs | wc -w)" -eq 2 ] || fail "job ids not found in weftrun -v output: '$jobs'"
 for j in $jobs; do
-  left=$(ls /dev/shm | grep "^weft-$j-" || true)
+  left=$(ls /dev/shm | grep "^weft-$j" || true)
   [ -z "$left" ] || fail "shared-memory files of job $j left behind: $left"
 done
 pass "no /dev/shm file left behind by the crashed or killed jobs ($jobs)"
+
+# 8. libfabric's shm provider names its files by process id and leaves them when a process is
+# killed: weftrun removes those of its ranks. And mixed jobs' per-host segments.
+if [ -x "$(dirname "$mp")/../weftrun" ] && grep -q "OFI_FOUND:INTERNAL=1" "$(dirname "$mp")/../CMakeCache.txt" 2>/dev/null; then
+  WEFT_BACKEND=ofi WEFT_OFI_PROVIDER=shm WEFT_PEER_TIMEOUT=2 "$weftrun" -v -n 3 --keep-going --timeout 60 \
+    --tag-output "$mp" peer_death >"$out" 2>&1
+  dead=$(sed -n 's/.*rank 1 (pid \([0-9]*\)) was killed.*/\1/p' "$out" | head -1)
+  [ -n "$dead" ] || { cat "$out"; fail "ofi shm: no killed rank reported"; }
+  grep -q "^\[0\] rank 0: peer_death: all" "$out" || { cat "$out"; fail "ofi shm: survivors did not pass"; }
+  left=$(ls /dev/shm | grep "^$dead:" || true)
+  [ -z "$left" ] || fail "libfabric shm files of the killed rank left behind: $left"
+  pass "libfabric shm provider's files of a killed rank ($dead) removed"
+fi

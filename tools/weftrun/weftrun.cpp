@@ -147,17 +147,21 @@ std::string describe_status(int status) {
 }
 
 // Removes every shared-memory segment of the job (ranks unlink their own once mapped;
-// this catches a rank that died before that).
-int remove_job_segments(const std::string& job) {
+// this catches a rank that died before that): Weft's, named by the job (a mixed job's
+// per-host segments carry the job id too), and those libfabric's shm provider names by the
+// process id ("<pid>:..."), for the ranks weftrun started and has reaped.
+int remove_job_segments(const std::string& job, const std::vector<pid_t>& pids) {
   int removed = 0;
   DIR* d = opendir("/dev/shm");
   if (!d) return 0;
-  std::string prefix = "weft-" + job + "-";
+  std::string prefix = "weft-" + job;
   while (dirent* e = readdir(d)) {
-    if (strncmp(e->d_name, prefix.c_str(), prefix.size()) == 0) {
-      std::string name = std::string("/") + e->d_name;
-      if (shm_unlink(name.c_str()) == 0) ++removed;
+    bool ours = strncmp(e->d_name, prefix.c_str(), prefix.size()) == 0;
+    for (pid_t pid : pids) {
+      std::string mine = std::to_string(pid) + ":";
+      ours = ours || strncmp(e->d_name, mine.c_str(), mine.size()) == 0;
     }
+    if (ours && shm_unlink((std::string("/") + e->d_name).c_str()) == 0) ++removed;
   }
   closedir(d);
   return removed;
@@ -413,7 +417,9 @@ int main(int argc, char** argv) {
   close(lfd);
   unlink(sock_path.c_str());
   rmdir(dir.c_str());
-  int removed = remove_job_segments(job);
+  std::vector<pid_t> pids;
+  for (auto& r : ranks) pids.push_back(r.pid);
+  int removed = remove_job_segments(job, pids);
   if (o.verbose || removed)
     fprintf(stderr, "weftrun: removed %d shared-memory segment%s left by the job\n", removed,
             removed == 1 ? "" : "s");

@@ -51,7 +51,8 @@ enum msg_kind : uint8_t {
   kind_rkey_request,
   kind_rkey_reply,
   kind_revoke,
-  kind_revoke_ack
+  kind_revoke_ack,
+  kind_hello
 };
 inline constexpr size_t short_header = 8;
 
@@ -143,6 +144,7 @@ class ucx_device final : public device {
   void handle_control();
   void push_done(bool write, void* ctx, bool ok, int rank, const void* note, size_t note_len);
   void mark_dead(int rank, ucs_status_t why);
+  void greet_everyone();
 
   ucx_context& ctx_;
   const int index_;
@@ -159,7 +161,7 @@ class ucx_device final : public device {
   std::vector<event> events_;
   std::map<std::pair<int, uint64_t>, remote_key> keys_;
   std::vector<control> control_in_, control_out_;
-  std::vector<void*> to_release_;
+  int hellos_ = 0;  // peers heard from during the constructor
 
   util::spinlock poll_lock_;  // one poller delivers at a time, so messages keep their order
   std::vector<event> delivering_;

@@ -111,7 +111,36 @@ ucx_device::ucx_device(ucx_context& ctx, int index, const device_config& cfg)
   for (uint32_t i = 0; i < nsend; ++i) free_sends_.push_back(uint32_t(nsend - 1 - i));
   events_.reserve(256);
   delivering_.reserve(256);
+  greet_everyone();
   ctx.attach(index, this);
+}
+
+// Connections are made on first use, and making one may need the peer's worker to progress.
+// A peer that later stops progressing this device (it waits on another) would then stall
+// our first message to it; so every connection is made here, while every rank progresses,
+// and a peer that cannot be reached is named now rather than found hanging later.
+void ucx_device::greet_everyone() {
+  for (int r = 0; r < npeers_; ++r) {
+    util::lock_guard<util::spinlock> g(worker_lock_);
+    while (!send_locked(r, kind_hello, nullptr, 0, nullptr, 0)) ucp_worker_progress(worker_);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  for (;;) {
+    util::lock_guard<util::spinlock> g(worker_lock_);
+    ucp_worker_progress(worker_);
+    if (hellos_ == npeers_ && free_sends_.size() == send_ops_.size()) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      std::string missing;
+      for (int r = 0; r < npeers_; ++r)
+        if (peers_[size_t(r)].dead) missing += " " + std::to_string(r);
+      util::fail(call, "peers",
+                 std::to_string(npeers_ - hellos_) + " of " + std::to_string(npeers_),
+                 "not reached within 30 s (ranks whose endpoint failed:" +
+                     (missing.empty() ? std::string(" none") : missing) +
+                     "); check UCX_TLS, UCX_NET_DEVICES and the network between the hosts");
+    }
+  }
+  ctx_.boot().fence();  // nobody leaves before everyone has heard from everyone
 }
 
 ucx_device::~ucx_device() {
@@ -286,6 +315,12 @@ bool ucx_device::try_put(int rank, const void* src, size_t size, uint64_t remote
   if (note_len) memcpy(o->header.note, note, note_len);
   ucp_request_param_t rp = with_callback(o);
   rp.cb.send = &ucx_device::on_send_done;
+  // Eager fragments, not UCP's rendezvous: that completes the sender only on an
+  // acknowledgment the receiver sends from a later progress of this device, which a receiver
+  // that stops progressing it once its data is in never sends (the core already did the
+  // handshake that a rendezvous is for).
+  rp.op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
+  rp.flags = UCP_AM_SEND_FLAG_EAGER;
   ucs_status_ptr_t req = ucp_am_send_nbx(p.ep, 0, &o->header, sizeof(am_header), src, size, &rp);
   if (!UCS_PTR_IS_PTR(req)) finished(o, UCS_PTR_STATUS(req));
   return true;
@@ -414,6 +449,7 @@ ucs_status_t ucx_device::received(const am_header& h, size_t header_len, void* d
       if (!UCS_PTR_IS_PTR(req)) finished(o, UCS_PTR_STATUS(req));
       return UCS_INPROGRESS;
     }
+    case kind_hello: ++hellos_; return UCS_OK;
     case kind_rkey_request:
     case kind_rkey_reply:
     case kind_revoke:
