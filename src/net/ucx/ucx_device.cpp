@@ -130,14 +130,17 @@ void ucx_device::greet_everyone() {
     ucp_worker_progress(worker_);
     if (hellos_ == npeers_ && free_sends_.size() == send_ops_.size()) break;
     if (std::chrono::steady_clock::now() > deadline) {
-      std::string missing;
+      std::string why = "not reached within 30 s (ranks whose endpoint failed:";
+      bool any = false;
       for (int r = 0; r < npeers_; ++r)
-        if (peers_[size_t(r)].dead) missing += " " + std::to_string(r);
+        if (peers_[size_t(r)].dead) {
+          why.append(" ").append(std::to_string(r));
+          any = true;
+        }
+      why.append(any ? "" : " none");
+      why.append("); check UCX_TLS, UCX_NET_DEVICES and the network between the hosts");
       util::fail(call, "peers",
-                 std::to_string(npeers_ - hellos_) + " of " + std::to_string(npeers_),
-                 "not reached within 30 s (ranks whose endpoint failed:" +
-                     (missing.empty() ? std::string(" none") : missing) +
-                     "); check UCX_TLS, UCX_NET_DEVICES and the network between the hosts");
+                 std::to_string(npeers_ - hellos_) + " of " + std::to_string(npeers_), why);
     }
   }
   ctx_.boot().fence();  // nobody leaves before everyone has heard from everyone
