@@ -49,15 +49,10 @@ class allgather_bootstrap final : public bootstrap {
     if (local_given) {
       local_rank_ = ops.local_rank;
       local_size_ = ops.local_size;
+      apply_host_override();
     } else {
-      local_rank_ = local_size_ = 0;
-      for (int r = 0; r < size_; ++r) {
-        if (!same_host(r)) continue;
-        if (r < rank_) ++local_rank_;
-        ++local_size_;
-      }
+      local_ranks_from_hosts();
     }
-    if (local_given) apply_host_override();
   }
 
   const char* name() const override { return "allgather"; }

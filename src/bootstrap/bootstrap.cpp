@@ -80,7 +80,10 @@ bool bootstrap::same_host(int rank) {
 }
 
 void bootstrap::apply_host_override() {
-  if (util::env_string("WEFT_HOST_ID", "").empty()) return;
+  if (!util::env_string("WEFT_HOST_ID", "").empty()) local_ranks_from_hosts();
+}
+
+void bootstrap::local_ranks_from_hosts() {
   local_rank_ = local_size_ = 0;
   for (int r = 0; r < size_; ++r) {
     if (!same_host(r)) continue;

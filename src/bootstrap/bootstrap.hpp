@@ -46,6 +46,8 @@ class bootstrap {
   void publish_host(const std::string& launcher_node);
   // After the init fence: with WEFT_HOST_ID set, the local ranks are those of that host.
   void apply_host_override();
+  // Local rank and size from the hosts every rank published.
+  void local_ranks_from_hosts();
 
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
   std::string job_id_;

@@ -14,18 +14,15 @@
 
 namespace weft::net {
 
+using factory = std::unique_ptr<context> (*)(std::shared_ptr<bootstrap::bootstrap>, int);
 std::unique_ptr<context> make_shm_context(std::shared_ptr<bootstrap::bootstrap> boot,
                                           int context_id);
-#ifdef WEFT_HAVE_OFI
-std::unique_ptr<context> make_ofi_context(std::shared_ptr<bootstrap::bootstrap> boot,
-                                          int context_id);
-#endif
 std::unique_ptr<context> make_mixed_context(std::shared_ptr<bootstrap::bootstrap> boot,
                                             int context_id);
-#ifdef WEFT_HAVE_UCX
+std::unique_ptr<context> make_ofi_context(std::shared_ptr<bootstrap::bootstrap> boot,
+                                          int context_id);
 std::unique_ptr<context> make_ucx_context(std::shared_ptr<bootstrap::bootstrap> boot,
                                           int context_id);
-#endif
 
 namespace {
 // libfabric pulls in the PSM libraries (libinfinipath), and UCX its libucs, whose constructors
@@ -48,29 +45,36 @@ void restore_crash_signals() {
     WEFT_LOG(info, "signal %d: handler of %s removed", sig, where.dli_fname);
   }
 }
-}  // namespace
+// Every backend, whether this build has it, and what it takes when it has not.
+struct known_backend {
+  const char* name;
+  factory make;  // nullptr: not built
+  const char* needs;
+};
+constexpr known_backend backends[] = {
+    {"shm", make_shm_context, nullptr},
+    {"mixed", make_mixed_context, nullptr},
+#ifdef WEFT_HAVE_OFI
+    {"ofi", make_ofi_context, nullptr},
+#else
+    {"ofi", nullptr, "libfabric (install libfabric-dev and rebuild)"},
+#endif
+#ifdef WEFT_HAVE_UCX
+    {"ucx", make_ucx_context, nullptr},
+#else
+    {"ucx", nullptr, "UCX (install libucx-dev and rebuild)"},
+#endif
+};
 
-namespace {
-// Builds backend `which` (shm, ofi, ucx or mixed); `variable` is what named it, for errors.
+// Builds backend `which`; `variable` is what named it, for errors.
 std::unique_ptr<context> make_named(const std::string& which, const char* variable,
                                     std::shared_ptr<bootstrap::bootstrap> boot, int context_id) {
-  if (which == "shm") return make_shm_context(std::move(boot), context_id);
-  if (which == "mixed") return make_mixed_context(std::move(boot), context_id);
-  if (which == "ofi") {
-#ifdef WEFT_HAVE_OFI
-    return make_ofi_context(std::move(boot), context_id);
-#else
-    util::fail("g_runtime_init", variable, "ofi",
-               "this Weft was built without libfabric (install libfabric-dev and rebuild)");
-#endif
-  }
-  if (which == "ucx") {
-#ifdef WEFT_HAVE_UCX
-    return make_ucx_context(std::move(boot), context_id);
-#else
-    util::fail("g_runtime_init", variable, "ucx",
-               "this Weft was built without UCX (install libucx-dev and rebuild)");
-#endif
+  for (const known_backend& b : backends) {
+    if (which != b.name) continue;
+    if (!b.make)
+      util::fail("g_runtime_init", variable, which,
+                 std::string("this Weft was built without ") + b.needs);
+    return b.make(std::move(boot), context_id);
   }
   util::fail("g_runtime_init", variable, which,
              "unknown backend (known: auto, shm, ofi, ucx, mixed)");
@@ -99,9 +103,7 @@ std::unique_ptr<context> make_context(std::shared_ptr<bootstrap::bootstrap> boot
   std::string which = util::env_string("WEFT_BACKEND", "auto");
   // One host: shared memory; several: shared memory within each, the network across.
   if (which == "auto") which = boot->local_size() == boot->size() ? "shm" : "mixed";
-  auto ctx = make_named(which, "WEFT_BACKEND", std::move(boot), context_id);
-  restore_crash_signals();  // UCX installs its handlers again when it starts
-  return ctx;
+  return make_named(which, "WEFT_BACKEND", std::move(boot), context_id);
 }
 
 }  // namespace weft::net

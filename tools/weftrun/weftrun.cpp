@@ -22,6 +22,7 @@
 #include <cstring>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "bootstrap/kvs_wire.hpp"
@@ -154,14 +155,14 @@ int remove_job_segments(const std::string& job, const std::vector<pid_t>& pids) 
   int removed = 0;
   DIR* d = opendir("/dev/shm");
   if (!d) return 0;
-  std::string prefix = "weft-" + job;
+  std::vector<std::string> prefixes{"weft-" + job};
+  for (pid_t pid : pids) prefixes.push_back(std::to_string(pid) + ":");
   while (dirent* e = readdir(d)) {
-    bool ours = strncmp(e->d_name, prefix.c_str(), prefix.size()) == 0;
-    for (pid_t pid : pids) {
-      std::string mine = std::to_string(pid) + ":";
-      ours = ours || strncmp(e->d_name, mine.c_str(), mine.size()) == 0;
-    }
-    if (ours && shm_unlink((std::string("/") + e->d_name).c_str()) == 0) ++removed;
+    const std::string_view name = e->d_name;
+    if (std::any_of(prefixes.begin(), prefixes.end(),
+                    [&](const std::string& p) { return name.starts_with(p); }) &&
+        shm_unlink((std::string("/") + e->d_name).c_str()) == 0)
+      ++removed;
   }
   closedir(d);
   return removed;

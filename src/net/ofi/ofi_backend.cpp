@@ -344,7 +344,9 @@ void ofi_device::received(sink& s, op* o, size_t len) {
     return;
   }
   const int src = int(p.src);
-  live_[size_t(src)].heard.fetch_add(1, std::memory_order_relaxed);
+  // Only the poller (under poll_lock_) writes it: a plain store, no locked read-modify-write.
+  auto& heard = live_[size_t(src)].heard;
+  heard.store(heard.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   switch (p.kind) {
     case kind_message: s.on_message(src, body, blen); return;
     case kind_ping: {

@@ -131,7 +131,7 @@ class ofi_device final : public device {
   // has been silent for a while is pinged; no answer within WEFT_PEER_TIMEOUT, or a ping
   // that fails to send, and it is dead.
   struct liveness {
-    std::atomic<uint64_t> heard{0};  // messages received from the peer; bumped by the poller
+    std::atomic<uint64_t> heard{0};  // messages received from the peer; written by the poller only
     uint64_t seen = 0;               // `heard` at the last check
     int64_t heard_at_ns = 0, pinged_at_ns = 0;
   };

@@ -18,6 +18,7 @@
 #include "util/fail.hpp"
 #include "util/log.hpp"
 #include "util/mpmc_queue.hpp"
+#include "util/process.hpp"
 #include "util/thread_index.hpp"
 
 namespace weft::net::shm {
@@ -713,8 +714,7 @@ void shm_device::forget_peer(int rank) {
 }
 
 bool shm_device::peer_alive(int rank) {
-  pid_t pid = peers_[size_t(rank)]->pid;
-  return kill(pid, 0) == 0 || errno == EPERM;
+  return util::process_exists(peers_[size_t(rank)]->pid);
 }
 
 }  // namespace weft::net::shm

@@ -8,9 +8,9 @@
 //                data is delivered (as with ofi's FI_DELIVERY_COMPLETE)
 //   notify       UCX has no put with immediate data: a notified put is put, flush, then a
 //                notify message; a notified get sends the notify once its data arrived
-//   rendezvous   (the core's put with key 0 into a buffer it named) one active message whose
-//                data UCP moves by its own rendezvous (zero copy where the transport can)
-//                straight into the named buffer
+//   rendezvous   (the core's put with key 0 into a buffer it named) one eager active message,
+//                copied into the named buffer by the receive handler (UCP's own rendezvous
+//                would need the receiver to progress after its data is in; see try_put)
 // Remote keys are variable-sized blobs in UCX, while Weft's handle carries a 64-bit key: the
 // key names the registration, and a device fetches the packed key from its owner on first
 // use (the access waits in the core's backlog meanwhile). Deregistration revokes every
@@ -93,7 +93,7 @@ class ucx_device final : public device {
   };
   // The state of an operation UCP completes later.
   struct op {
-    enum kind_t : uint8_t { send, get, stream, stream_recv, flush, revoke_flush } kind;
+    enum kind_t : uint8_t { send, get, stream, flush, revoke_flush } kind;
     ucx_device* dev;
     int rank = -1;
     uint32_t buffer = 0;  // send: index of the send buffer
@@ -128,7 +128,6 @@ class ucx_device final : public device {
   static ucs_status_t on_am(void* arg, const void* header, size_t header_len, void* data,
                             size_t len, const ucp_am_recv_param_t* param);
   static void on_send_done(void* request, ucs_status_t status, void* user_data);
-  static void on_recv_done(void* request, ucs_status_t status, size_t len, void* user_data);
   static void on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t status);
 
   ucs_status_t received(const am_header& h, size_t header_len, void* data, size_t len,
@@ -143,6 +142,8 @@ class ucx_device final : public device {
            const void* note, size_t note_len, void* ctx);
   void handle_control();
   void push_done(bool write, void* ctx, bool ok, int rank, const void* note, size_t note_len);
+  void push_notify(int rank, const void* note, size_t len);
+  void send_notes();
   void mark_dead(int rank, ucs_status_t why);
   void greet_everyone();
 
@@ -161,6 +162,13 @@ class ucx_device final : public device {
   std::vector<event> events_;
   std::map<std::pair<int, uint64_t>, remote_key> keys_;
   std::vector<control> control_in_, control_out_;
+  // Notifications waiting to be sent (no allocation per notified put or get).
+  struct outgoing_note {
+    int rank;
+    uint32_t len;
+    char note[max_note_size];
+  };
+  std::vector<outgoing_note> notes_out_;
   int hellos_ = 0;  // peers heard from during the constructor
 
   util::spinlock poll_lock_;  // one poller delivers at a time, so messages keep their order

@@ -1,10 +1,8 @@
 // A UCX device: one UCP worker, its endpoints, and the translation between UCP's callbacks
 // and the sink. See ucx_backend.hpp for how each operation maps.
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -13,6 +11,7 @@
 #include "net/ucx/ucx_backend.hpp"
 #include "util/fail.hpp"
 #include "util/log.hpp"
+#include "util/process.hpp"
 
 namespace weft::net::ucx {
 namespace {
@@ -111,6 +110,7 @@ ucx_device::ucx_device(ucx_context& ctx, int index, const device_config& cfg)
   for (uint32_t i = 0; i < nsend; ++i) free_sends_.push_back(uint32_t(nsend - 1 - i));
   events_.reserve(256);
   delivering_.reserve(256);
+  notes_out_.reserve(256);
   greet_everyone();
   ctx.attach(index, this);
 }
@@ -254,9 +254,20 @@ void ucx_device::push_done(bool write, void* ctx, bool ok, int rank, const void*
   e.ctx = ctx;
   e.ok = ok;
   events_.push_back(e);
-  if (ok && note_len)
-    control_out_.push_back(
-        control{rank, kind_notify, std::string(static_cast<const char*>(note), note_len)});
+  if (ok && note_len) {
+    outgoing_note n{rank, uint32_t(note_len), {}};
+    memcpy(n.note, note, note_len);
+    notes_out_.push_back(n);
+  }
+}
+
+void ucx_device::push_notify(int rank, const void* note, size_t len) {
+  event e;
+  e.kind = event::notify;
+  e.rank = rank;
+  e.note_len = uint32_t(len);
+  memcpy(e.note, note, len);
+  events_.push_back(e);
 }
 
 bool ucx_device::rma(bool write, int rank, void* local, size_t size, uint64_t addr, rkey_t k,
@@ -301,8 +312,7 @@ bool ucx_device::try_put(int rank, const void* src, size_t size, uint64_t remote
                          const void* note, size_t note_len, void* ctx) {
   if (k.key != 0)
     return rma(true, rank, const_cast<void*>(src), size, remote_addr, k, note, note_len, ctx);
-  // Rendezvous data into a buffer the target's core named: one message, which UCP moves by
-  // its own rendezvous protocol when it is large.
+  // Rendezvous data into a buffer the target's core named: one eager message (see below).
   util::lock_guard<util::spinlock> g(worker_lock_);
   peer& p = peers_[size_t(rank)];
   if (p.dead.load(std::memory_order_relaxed)) {
@@ -342,12 +352,6 @@ void ucx_device::on_send_done(void* request, ucs_status_t status, void* user_dat
   ucp_request_free(request);
 }
 
-void ucx_device::on_recv_done(void* request, ucs_status_t status, size_t, void* user_data) {
-  auto* o = static_cast<op*>(user_data);
-  o->dev->finished(o, status);
-  ucp_request_free(request);
-}
-
 void ucx_device::on_ep_error(void* arg, ucp_ep_h, ucs_status_t status) {
   auto* p = static_cast<peer*>(arg);
   p->dev->mark_dead(p->rank, status);
@@ -367,16 +371,6 @@ void ucx_device::finished(op* o, ucs_status_t status) {
     case op::flush:
     case op::stream: push_done(true, o->ctx, ok, o->rank, o->note, o->note_len); break;
     case op::get: push_done(false, o->ctx, ok, o->rank, o->note, o->note_len); break;
-    case op::stream_recv:
-      if (ok && o->note_len) {
-        event e;
-        e.kind = event::notify;
-        e.rank = o->rank;
-        e.note_len = o->note_len;
-        memcpy(e.note, o->note, o->note_len);
-        events_.push_back(e);
-      }
-      break;
     case op::revoke_flush: {
       auto it = keys_.find({o->rank, o->key});
       if (it != keys_.end() && it->second.rkey) {
@@ -404,8 +398,9 @@ ucs_status_t ucx_device::on_am(void* arg, const void* header, size_t header_len,
 
 ucs_status_t ucx_device::received(const am_header& h, size_t header_len, void* data, size_t len,
                                   const ucp_am_recv_param_t* param) {
+  // Weft sends everything eager; a rendezvous descriptor can only come from a stranger.
   const bool rndv = param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV;
-  if (h.src >= uint32_t(npeers_) || (rndv && h.kind != kind_stream)) {
+  if (h.src >= uint32_t(npeers_) || rndv) {
     WEFT_LOG(error, "ucx: a malformed message (sender %u, kind %u), dropped", h.src,
              unsigned(h.kind));
     return UCS_OK;
@@ -422,35 +417,15 @@ ucs_status_t ucx_device::received(const am_header& h, size_t header_len, void* d
       events_.push_back(e);
       return UCS_INPROGRESS;
     }
-    case kind_notify: {
+    case kind_notify:
       if (len > max_note_size) break;
-      event e;
-      e.kind = event::notify;
-      e.rank = src;
-      e.note_len = uint32_t(len);
-      memcpy(e.note, data, len);
-      events_.push_back(e);
+      push_notify(src, data, len);
       return UCS_OK;
-    }
     case kind_stream: {
       if (header_len != sizeof(am_header) || h.note_len > max_note_size) break;
-      auto* o = new op{};
-      o->kind = op::stream_recv;
-      o->dev = this;
-      o->rank = src;
-      o->note_len = h.note_len;
-      memcpy(o->note, h.note, h.note_len);
-      if (!rndv) {
-        if (len) memcpy(reinterpret_cast<void*>(h.dst), data, len);
-        finished(o, UCS_OK);
-        return UCS_OK;
-      }
-      ucp_request_param_t rp = with_callback(o);
-      rp.cb.recv_am = &ucx_device::on_recv_done;
-      ucs_status_ptr_t req =
-          ucp_am_recv_data_nbx(worker_, data, reinterpret_cast<void*>(h.dst), len, &rp);
-      if (!UCS_PTR_IS_PTR(req)) finished(o, UCS_PTR_STATUS(req));
-      return UCS_INPROGRESS;
+      if (len) memcpy(reinterpret_cast<void*>(h.dst), data, len);
+      if (h.note_len) push_notify(src, h.note, h.note_len);
+      return UCS_OK;
     }
     case kind_hello: ++hellos_; return UCS_OK;
     case kind_rkey_request:
@@ -530,6 +505,16 @@ void ucx_device::handle_control() {
   control_out_.erase(control_out_.begin(), control_out_.begin() + long(sent));
 }
 
+// Notifications of finished puts and gets, in order.
+void ucx_device::send_notes() {
+  size_t sent = 0;
+  for (; sent < notes_out_.size(); ++sent) {
+    outgoing_note& n = notes_out_[sent];
+    if (!send_locked(n.rank, kind_notify, n.note, n.len, nullptr, 0)) break;
+  }
+  notes_out_.erase(notes_out_.begin(), notes_out_.begin() + long(sent));
+}
+
 size_t ucx_device::poll(sink& s, size_t) {
   if (!poll_lock_.try_lock()) return 0;
   size_t n = 0;
@@ -537,6 +522,7 @@ size_t ucx_device::poll(sink& s, size_t) {
     util::lock_guard<util::spinlock> g(worker_lock_);
     n += ucp_worker_progress(worker_);
     if (!control_in_.empty() || !control_out_.empty()) handle_control();
+    if (!notes_out_.empty()) send_notes();
     delivering_.swap(events_);
   }
   bool release = false;
@@ -569,7 +555,7 @@ void ucx_device::wait_for_message(uint32_t timeout_us) {
 bool ucx_device::peer_alive(int rank) {
   peer& p = peers_[size_t(rank)];
   if (p.dead.load(std::memory_order_relaxed)) return false;
-  if (p.watch_pid && kill(p.pid, 0) != 0 && errno != EPERM) {
+  if (p.watch_pid && !util::process_exists(p.pid)) {
     mark_dead(rank, UCS_ERR_ENDPOINT_TIMEOUT);
     return false;
   }
@@ -580,6 +566,7 @@ void ucx_device::forget_peer(int rank) {
   mark_dead(rank, UCS_ERR_ENDPOINT_TIMEOUT);
   util::lock_guard<util::spinlock> g(worker_lock_);
   std::erase_if(control_out_, [rank](const control& c) { return c.rank == rank; });
+  std::erase_if(notes_out_, [rank](const outgoing_note& n) { return n.rank == rank; });
 }
 
 }  // namespace weft::net::ucx
