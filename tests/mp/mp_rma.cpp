@@ -1,6 +1,8 @@
 // One-sided scenarios: every put/get row of Table 1 x completion kind x size class with
 // content checks, the errors of bad handles, refusals by the backend itself, and threads
 // putting into shared and private regions.
+#include <algorithm>
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -250,6 +252,53 @@ int scenario_rma_errors() {
   weft::free_device(&raw);
   weft::free_comp(&sync);
   return finish("rma_errors");
+}
+
+// A handle used after its owner deregistered the region, on any backend: the put or get is
+// refused (at posting, naming the deregistration, or by the backend through the completion
+// with error_region), and the owner's memory stays as it was. The handle was used once
+// before, so a backend that keeps fetched keys (ucx) must have dropped its copy.
+int scenario_rma_stale() {
+  windows w(64);  // only for its exchange
+  const int to = w.to, from = w.from;
+  std::vector<char> region(4096, 0x33);
+  weft::mr_t mr = weft::register_memory(region.data(), region.size());
+  const weft::rmr_t theirs = w.exchange(weft::get_rmr(mr));
+  weft::barrier();
+  char buf[64];
+  fill(buf, sizeof(buf), size_t(w.me));
+  weft::comp_t sync = weft::alloc_sync();
+  weft::status_t st = post_until([&] { return weft::post_put(to, buf, 64, sync, 0, theirs); });
+  if (!st.error.is_done()) wait_sync(sync, &st);
+  CHECK(st.error.is_done());
+  weft::barrier();
+  CHECK_EQ(verify(region.data(), 64, size_t(from)), SIZE_MAX);  // the handle worked
+
+  weft::deregister_memory(&mr);
+  weft::barrier();
+  auto refused = [&](bool put, char* local) {
+    weft::status_t s;
+    std::string e = error_of([&] {
+      s = post_until([&] {
+        return put ? weft::post_put(to, local, 64, sync, 100, theirs)
+                   : weft::post_get(to, local, 64, sync, 100, theirs);
+      });
+    });
+    if (!e.empty())
+      return contains(e, put ? "post_put" : "post_get") && contains(e, "deregistered");
+    if (s.error.is_done()) return false;  // done at once: the access went through
+    wait_sync(sync, &s);
+    return s.error.errorcode == weft::errorcode_t::error_region;
+  };
+  CHECK(refused(true, buf));
+  char got[64];
+  memset(got, 0x77, sizeof(got));
+  CHECK(refused(false, got));
+  CHECK(std::all_of(got, got + 64, [](char c) { return c == 0x77; }));  // nothing read
+  weft::barrier();
+  CHECK(std::all_of(region.begin() + 64, region.end(), [](char c) { return c == 0x33; }));
+  weft::free_comp(&sync);
+  return finish("rma_stale");
 }
 
 // Threads putting with notification into one shared region and into private regions of

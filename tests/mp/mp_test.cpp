@@ -672,6 +672,7 @@ int main(int argc, char** argv) {
       {"crash", scenario_crash},
       {"rma", scenario_rma},
       {"rma_errors", scenario_rma_errors},
+      {"rma_stale", scenario_rma_stale},
       {"rma_threads", scenario_rma_threads},
       {"rma_big", scenario_rma_big},
       {"graph", scenario_graph},

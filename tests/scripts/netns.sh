@@ -83,6 +83,9 @@ for s in $scenarios; do
 done
 pass "ofi/tcp across 3 hosts: $scenarios"
 
+job "$hosts3" 3 3 WEFT_BACKEND=ucx WEFT_LOG_LEVEL=info -- "$mp" matrix || fail "ucx/tcp: matrix on 3 hosts"
+[ "$(grep -c "ucx context 0: ucx: UCX [0-9.]*, transports tcp, peer failure detection on" "$out")" -eq 3 ] ||
+  { cat "$out"; fail "ucx did not run on tcp with failure detection on every rank"; }
 for s in $scenarios; do
   job "$hosts3" 3 3 WEFT_BACKEND=ucx -- "$mp" $s || fail "ucx/tcp: $s on 3 hosts"
 done
@@ -92,8 +95,8 @@ pass "ucx/tcp across 3 hosts: $scenarios"
 # name (the same in every namespace), decides.
 for netb in ofi ucx; do
   job "$hosts4" 4 4 WEFT_NET_BACKEND=$netb WEFT_LOG_LEVEL=info -- "$mp" matrix || fail "mixed/$netb: matrix"
-  [ "$(grep -c "mixed: shared memory to the 2 ranks of this host" "$out")" -eq 2 ] &&
-    [ "$(grep -c "mixed: shared memory to the 1 ranks of this host" "$out")" -eq 2 ] ||
+  [ "$(grep -c "mixed: shared memory to the 2 ranks of this host, $netb:" "$out")" -eq 2 ] &&
+    [ "$(grep -c "mixed: shared memory to the 1 ranks of this host, $netb:" "$out")" -eq 2 ] ||
     { cat "$out"; fail "mixed/$netb: hosts not taken from the launcher's mapping"; }
   for s in order barrier rma graph lists; do
     job "$hosts4" 4 4 WEFT_NET_BACKEND=$netb -- "$mp" $s || fail "mixed/$netb: $s on 4 ranks, 3 hosts"
@@ -104,8 +107,8 @@ done
 # A host's rank dies in the middle of traffic and the others must keep running. Debian's
 # hydra kills the survivors when a rank dies even under -disable-auto-cleanup (a 3-rank
 # shell job shows it), so each rank runs under a wrapper that reports how its process
-# ended, holding on to its PMI connection. Survivors must see errors naming rank 1 within WEFT_PEER_TIMEOUT and
-# finish among themselves.
+# ended, holding on to its PMI connection. Survivors must see errors naming rank 1 within
+# WEFT_PEER_TIMEOUT and finish among themselves.
 cat >"$work/survive" <<'EOF2'
 #!/bin/sh
 "$@"
