@@ -301,6 +301,67 @@ int scenario_rma_stale() {
   return finish("rma_stale");
 }
 
+// Notified puts that repeat across rounds: many distinct notifications (more than a
+// backend's notification slots) with many in flight, each round the same set with new data.
+// Every notification must arrive once per round with its tag, address and size, after its
+// data. Over ofi this drives the CQ-data slots through reuse, eviction and the fallback.
+int scenario_rma_notes() {
+  constexpr int kRounds = 6, kNotes = 400, kWindow = 64;
+  constexpr size_t kStride = 256;
+  windows w(kNotes * kStride);
+  weft::comp_t rcq = weft::alloc_cq_x().depth(2 * kNotes)();
+  weft::rcomp_t rc = weft::register_rcomp(rcq);
+  weft::comp_t cq = weft::alloc_cq_x().depth(2 * kNotes)();
+  weft::barrier();
+  auto size_of = [](int i) { return size_t(1 + (i * 37) % int(kStride)); };
+  std::vector<unsigned char> src(size_t(kNotes) * kStride);
+  for (int round = 0; round < kRounds; ++round) {
+    for (int i = 0; i < kNotes; ++i)
+      fill(&src[size_t(i) * kStride], size_of(i), size_t(round * 100000 + w.me * 1000 + i));
+    std::vector<int> seen(kNotes, 0);
+    int posted = 0, done = 0, notified = 0;
+    deadline d(120);
+    while (done < kNotes || notified < kNotes) {
+      while (posted < kNotes && posted - done < kWindow) {
+        const int i = posted;
+        weft::status_t s = weft::post_put_x(w.to, &src[size_t(i) * kStride], size_of(i), cq,
+                                            size_t(i) * kStride, w.to_rmr)
+                               .tag(weft::tag_t(i))
+                               .remote_comp(rc)();
+        if (s.error.is_retry()) break;
+        CHECK(s.error.is_posted() || s.error.is_done());
+        if (s.error.is_done()) ++done;
+        ++posted;
+      }
+      weft::status_t s = weft::cq_pop(cq);
+      if (!s.error.is_retry()) {
+        CHECK(s.error.is_done());
+        ++done;
+      }
+      weft::status_t n = weft::cq_pop(rcq);
+      if (!n.error.is_retry()) {
+        ++notified;
+        const int i = int(n.tag);
+        CHECK(i >= 0 && i < kNotes);
+        if (i < 0 || i >= kNotes) continue;
+        ++seen[size_t(i)];
+        CHECK_EQ(n.rank, w.from);
+        CHECK(n.buf == w.base() + size_t(i) * kStride);
+        CHECK_EQ(n.size, size_of(i));
+        CHECK_EQ(verify(n.buf, n.size, size_t(round * 100000 + w.from * 1000 + i)), SIZE_MAX);
+      }
+      weft::progress();
+      d.check("notified puts");
+    }
+    for (int i = 0; i < kNotes; ++i) CHECK_EQ(seen[size_t(i)], 1);
+    weft::barrier();  // nobody overwrites a round's data before its target checked it
+  }
+  weft::deregister_rcomp(rc);
+  weft::free_comp(&rcq);
+  weft::free_comp(&cq);
+  return finish("rma_notes");
+}
+
 // Threads putting with notification into one shared region and into private regions of
 // the next rank, many small and medium puts each; the target checks every byte.
 int scenario_rma_threads() {

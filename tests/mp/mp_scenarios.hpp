@@ -5,6 +5,7 @@ int scenario_rma();
 int scenario_rma_errors();
 int scenario_rma_stale();
 int scenario_rma_threads();
+int scenario_rma_notes();
 int scenario_rma_big();
 int scenario_graph();
 int scenario_lists();

@@ -674,6 +674,7 @@ int main(int argc, char** argv) {
       {"rma_errors", scenario_rma_errors},
       {"rma_stale", scenario_rma_stale},
       {"rma_threads", scenario_rma_threads},
+      {"rma_notes", scenario_rma_notes},
       {"rma_big", scenario_rma_big},
       {"graph", scenario_graph},
       {"lists", scenario_lists}};

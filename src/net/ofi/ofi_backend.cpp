@@ -36,7 +36,8 @@ ofi_context::ofi_context(std::shared_ptr<bootstrap::bootstrap> boot, int context
   fi_info* hints = fi_allocinfo();
   hints->ep_attr->type = FI_EP_RDM;
   hints->caps = FI_MSG | FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
-  hints->mode = FI_CONTEXT | FI_CONTEXT2;
+  // FI_RX_CQ_DATA: a write's CQ data may consume a posted receive (verbs asks for that).
+  hints->mode = FI_CONTEXT | FI_CONTEXT2 | FI_RX_CQ_DATA;
   hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
   hints->domain_attr->threading = FI_THREAD_SAFE;
   // Messages between two endpoints arrive in the order they were sent (Weft's matching
@@ -65,6 +66,8 @@ ofi_context::ofi_context(std::shared_ptr<bootstrap::bootstrap> boot, int context
   prov_key_ = info_->domain_attr->mr_mode & FI_MR_PROV_KEY;
   mr_local_ =
       (info_->domain_attr->mr_mode & FI_MR_LOCAL) || util::env_bool("WEFT_OFI_MR_LOCAL", false);
+  cq_data_ = info_->domain_attr->cq_data_size >= sizeof(uint64_t) &&
+             boot_->size() <= int(max_cq_data_ranks) && util::env_bool("WEFT_OFI_CQ_DATA", true);
   peer_timeout_ns_ = int64_t(util::env_size("WEFT_PEER_TIMEOUT", 30)) * 1000000000;
   check(fi_fabric(info_->fabric_attr, &fabric_, nullptr), "fi_fabric");
   check(fi_domain(fabric_, info_, &domain_, nullptr), "fi_domain");
@@ -81,7 +84,8 @@ std::string ofi_context::describe() const {
   return std::string("ofi: provider ") + info_->fabric_attr->prov_name + ", fabric " +
          info_->fabric_attr->name + ", domain " + info_->domain_attr->name + ", inject " +
          std::to_string(info_->tx_attr->inject_size) + " B, addresses " +
-         (virt_addr_ ? "virtual" : "offsets") + (mr_local_ ? ", local buffers registered" : "");
+         (virt_addr_ ? "virtual" : "offsets") + (mr_local_ ? ", local buffers registered" : "") +
+         ", put notifications by " + (cq_data_ ? "remote CQ data" : "message");
 }
 
 std::unique_ptr<device> ofi_context::alloc_device(int index, const device_config& cfg) {
@@ -112,7 +116,12 @@ void ofi_context::deregister_memory(mr_t& mr) {
 
 // ---- device -------------------------------------------------------------------------------
 ofi_device::ofi_device(ofi_context& ctx, int index, const device_config& cfg)
-    : ctx_(ctx), index_(index), me_(ctx.boot().rank()), cell_size_(cfg.cell_size) {
+    : ctx_(ctx),
+      index_(index),
+      me_(ctx.boot().rank()),
+      cell_size_(cfg.cell_size),
+      note_in_(ctx.boot().size()) {
+  if (ctx.cq_data()) note_out_ = std::make_unique<note_sender>(ctx.boot().size());
   fi_info* info = ctx.info();
   fi_cq_attr cq_attr{};
   cq_attr.format = FI_CQ_FORMAT_DATA;
@@ -171,6 +180,12 @@ ofi_device::ofi_device(ofi_context& ctx, int index, const device_config& cfg)
 }
 
 ofi_device::~ofi_device() {
+  WEFT_LOG(info,
+           "ofi device %d: notifications received: %llu by CQ data (%llu waited for their "
+           "definition), %llu by message",
+           index_, static_cast<unsigned long long>(notes_in_.by_data),
+           static_cast<unsigned long long>(notes_in_.parked),
+           static_cast<unsigned long long>(notes_in_.by_message));
   if (ep_) fi_close(&ep_->fid);
   if (av_) fi_close(&av_->fid);
   if (cq_) fi_close(&cq_->fid);
@@ -254,6 +269,13 @@ bool ofi_device::send_note(int rank, const void* note, size_t len) {
   return send_buffer(rank, p, note, len, nullptr, 0, nullptr);
 }
 
+bool ofi_device::send_definition(int rank, const note_sender::use& u, const void* note,
+                                 size_t len) {
+  prefix p{uint32_t(me_), kind_note_define, {}};
+  note_definition d{uint8_t(u.slot), uint8_t(len), {}, u.generation};
+  return send_buffer(rank, p, &d, sizeof(d), note, len, nullptr);
+}
+
 bool ofi_device::try_put(int rank, const void* src, size_t size, uint64_t remote_addr, rkey_t k,
                          const void* note, size_t note_len, void* ctx) {
   if (k.key == 0) {
@@ -286,17 +308,31 @@ bool ofi_device::rma(bool write, int rank, void* local, size_t size, uint64_t re
   o->kind = write ? op::write : op::read;
   o->rank = rank;
   o->ctx = ctx;
-  o->note_len = uint32_t(note_len);
-  if (note_len) memcpy(o->note, note, note_len);
+  uint64_t flags = FI_COMPLETION | (write ? FI_DELIVERY_COMPLETE : 0);
+  uint64_t data = 0;
+  note_sender::use u;
+  if (write && note_len && note_out_ && note_out_->acquire(rank, note, note_len, u)) {
+    if (u.define && !send_definition(rank, u, note, note_len)) {
+      note_out_->undefine(rank, u.slot);
+    } else {
+      o->note_slot = int32_t(u.slot);
+      flags |= FI_REMOTE_CQ_DATA;
+      data = encode_cq_note(me_, u.slot, u.generation);
+    }
+  }
+  if (o->note_slot < 0 && note_len) {
+    o->note_len = uint32_t(note_len);
+    memcpy(o->note, note, note_len);
+  }
   iovec iov{local, size};
   if (ctx_.mr_local() && size)
     o->local_mr = register_local(local, size, write ? FI_WRITE : FI_READ);
   void* desc = o->local_mr ? fi_mr_desc(o->local_mr) : nullptr;
   fi_rma_iov target{ctx_.virt_addr() ? remote_addr : remote_addr - k.generation, size, k.key};
-  fi_msg_rma msg{&iov, &desc, 1, peers_[size_t(rank)], &target, 1, &o->fi, 0};
-  ssize_t rc = write ? fi_writemsg(ep_, &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE)
-                     : fi_readmsg(ep_, &msg, FI_COMPLETION);
+  fi_msg_rma msg{&iov, &desc, 1, peers_[size_t(rank)], &target, 1, &o->fi, data};
+  ssize_t rc = write ? fi_writemsg(ep_, &msg, flags) : fi_readmsg(ep_, &msg, flags);
   if (rc == 0) return true;
+  if (o->note_slot >= 0) note_out_->release(rank, uint32_t(o->note_slot));
   WEFT_LOG(debug, "ofi: %s of %zu bytes with rank %d: %s", write ? "write" : "read", size, rank,
            fi_strerror(int(-rc)));
   if (o->local_mr) fi_close(&o->local_mr->fid);
@@ -344,9 +380,7 @@ void ofi_device::received(sink& s, op* o, size_t len) {
     return;
   }
   const int src = int(p.src);
-  // Only the poller (under poll_lock_) writes it: a plain store, no locked read-modify-write.
-  auto& heard = live_[size_t(src)].heard;
-  heard.store(heard.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  heard_from(src);
   switch (p.kind) {
     case kind_message: s.on_message(src, body, blen); return;
     case kind_ping: {
@@ -355,7 +389,17 @@ void ofi_device::received(sink& s, op* o, size_t len) {
       return;
     }
     case kind_pong: return;
-    case kind_notify: s.on_remote_notify(src, body, blen); return;
+    case kind_notify:
+      ++notes_in_.by_message;
+      s.on_remote_notify(src, body, blen);
+      return;
+    case kind_note_define: {
+      const void* note;
+      size_t note_len, released;
+      if (!note_in_.define(src, body, blen, note, note_len, released)) break;
+      for (size_t i = 0; i < released; ++i) s.on_remote_notify(src, note, note_len);
+      return;
+    }
     case kind_chunk: {
       chunk_header h;
       if (blen < sizeof(h)) break;
@@ -376,6 +420,41 @@ void ofi_device::received(sink& s, op* o, size_t len) {
   }
   WEFT_LOG(error, "ofi: a malformed message (kind %u, %zu bytes) from rank %d, dropped",
            unsigned(p.kind), len, src);
+}
+
+void ofi_device::heard_from(int rank) {
+  // Only the poller (under poll_lock_) writes it: a plain store, no locked read-modify-write.
+  auto& heard = live_[size_t(rank)].heard;
+  heard.store(heard.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+}
+
+// A peer's write with CQ data: the notification of a put, by slot.
+void ofi_device::remote_write(sink& s, uint64_t data) {
+  cq_note n;
+  if (!decode_cq_note(data, int(peers_.size()), n)) {
+    WEFT_LOG(error, "ofi: a write with CQ data %#llx that names no notification, dropped",
+             static_cast<unsigned long long>(data));
+    return;
+  }
+  heard_from(n.rank);
+  const void* note;
+  size_t len;
+  switch (note_in_.lookup(n, note, len)) {
+    case note_receiver::result::deliver:
+      ++notes_in_.by_data;
+      s.on_remote_notify(n.rank, note, len);
+      return;
+    case note_receiver::result::parked:
+      ++notes_in_.by_data;
+      ++notes_in_.parked;
+      return;
+    case note_receiver::result::stale:
+      WEFT_LOG(error,
+               "ofi: rank %d's write names slot %u generation %u, older than the slot's; "
+               "notification dropped",
+               n.rank, n.slot, n.generation);
+      return;
+  }
 }
 
 void ofi_device::complete(sink& s, op* o, bool ok) {
@@ -401,6 +480,7 @@ void ofi_device::complete(sink& s, op* o, bool ok) {
     case op::write:
     case op::read: {
       if (o->local_mr) fi_close(&o->local_mr->fid);
+      if (o->note_slot >= 0) note_out_->release(o->rank, uint32_t(o->note_slot));
       if (ok && o->note_len && !send_note(o->rank, o->note, o->note_len)) {
         pending_note n{o->rank, o->note_len, {}};
         memcpy(n.note, o->note, o->note_len);
@@ -438,6 +518,12 @@ size_t ofi_device::poll(sink& s, size_t max) {
       fi_cq_err_entry err{};
       if (fi_cq_readerr(cq_, &err, 0) != 1) break;
       auto* o = static_cast<op*>(err.op_context);
+      if (!o) {  // a peer's write into this process (no operation of ours)
+        WEFT_LOG(warn, "ofi: a remote write failed: %s",
+                 fi_cq_strerror(cq_, err.prov_errno, err.err_data, nullptr, 0));
+        ++n;
+        continue;
+      }
       WEFT_LOG(warn, "ofi: %s with rank %d failed: %s",
                o->kind == op::write  ? "put"
                : o->kind == op::read ? "get"
@@ -451,6 +537,11 @@ size_t ofi_device::poll(sink& s, size_t max) {
     if (got < 0) check(got, "fi_cq_read");
     for (ssize_t i = 0; i < got; ++i) {
       auto* o = static_cast<op*>(e[i].op_context);
+      if ((e[i].flags & FI_REMOTE_CQ_DATA) && (!o || (e[i].flags & FI_RMA))) {
+        remote_write(s, e[i].data);
+        if (o) complete(s, o, true);  // FI_RX_CQ_DATA: it used a posted receive; post it again
+        continue;
+      }
       if (o->kind == op::recv) received(s, o, e[i].len);
       complete(s, o, true);
     }
@@ -500,6 +591,7 @@ void ofi_device::forget_peer(int rank) {
   util::lock_guard<util::spinlock> g(poll_lock_);
   std::erase_if(streams_, [rank](const std::unique_ptr<stream>& s) { return s->rank == rank; });
   std::erase_if(notes_, [rank](const pending_note& n) { return n.rank == rank; });
+  note_in_.forget(rank);
 }
 
 }  // namespace weft::net::ofi

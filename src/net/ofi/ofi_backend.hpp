@@ -4,8 +4,10 @@
 //   message      fi_inject when it fits the provider's inject size, else fi_send from a
 //                device-owned send buffer; pre-posted receive buffers of one packet each
 //   put / get    fi_writemsg / fi_readmsg with FI_DELIVERY_COMPLETE into the peer's
-//                registration (the provider checks the key); a notification follows as a
-//                message once the write is delivered or the read has completed
+//                registration (the provider checks the key)
+//   notification of a put: remote CQ data naming a slot the pair of devices shares
+//                (note_slots.hpp); when no slot is free, and for a get, a message once the
+//                write is delivered or the read has completed
 //   rendezvous   (the core's put with key 0 into a buffer it named) streamed as messages
 // Every message starts with an 8-byte prefix naming the sender, since not every provider
 // reports the source address (FI_SOURCE).
@@ -21,6 +23,7 @@
 #include <vector>
 
 #include "net/backend.hpp"
+#include "net/ofi/note_slots.hpp"
 #include "util/spinlock.hpp"
 
 namespace weft::net::ofi {
@@ -51,7 +54,14 @@ class ofi_device final : public device {
     uint8_t kind;  // msg_kind
     uint8_t pad[3];
   };
-  enum msg_kind : uint8_t { kind_message, kind_chunk, kind_notify, kind_ping, kind_pong };
+  enum msg_kind : uint8_t {
+    kind_message,
+    kind_chunk,
+    kind_notify,
+    kind_ping,
+    kind_pong,
+    kind_note_define
+  };
   // A piece of a rendezvous stream: `len` bytes for address `dst` of the target.
   struct chunk_header {
     uint64_t dst;
@@ -78,7 +88,8 @@ class ofi_device final : public device {
     void* ctx = nullptr;         // write / read: the core's context
     stream* owner = nullptr;     // send of a rendezvous chunk
     fid_mr* local_mr = nullptr;  // FI_MR_LOCAL: the registration of a user buffer
-    uint32_t note_len = 0;
+    int32_t note_slot = -1;      // write notified through CQ data: its slot
+    uint32_t note_len = 0;       // notified by message afterwards
     char note[max_note_size];
   };
 
@@ -87,6 +98,9 @@ class ofi_device final : public device {
                    size_t blen, stream* owner);
   void complete(sink& s, op* o, bool ok);
   void received(sink& s, op* o, size_t len);
+  void remote_write(sink& s, uint64_t data);
+  bool send_definition(int rank, const note_sender::use& u, const void* note, size_t len);
+  void heard_from(int rank);
   void post_recv(uint32_t i);
   bool send_note(int rank, const void* note, size_t len);
   bool rma(bool write, int rank, void* local, size_t size, uint64_t remote_addr, rkey_t k,
@@ -125,6 +139,11 @@ class ofi_device final : public device {
     char note[max_note_size];
   };
   std::vector<pending_note> notes_;
+  std::unique_ptr<note_sender> note_out_;  // null: puts are notified by message
+  note_receiver note_in_;
+  struct {
+    uint64_t by_data = 0, parked = 0, by_message = 0;
+  } notes_in_;  // notifications received, counted by the poller for the log
   std::vector<uint32_t> to_repost_;
   std::unique_ptr<std::atomic<bool>[]> dead_;
   // Liveness: the providers here report no dead peer, so a peer that Weft waits on and that
@@ -163,6 +182,9 @@ class ofi_context final : public context {
   // WEFT_OFI_MR_LOCAL=1 so that the path is tested where no provider asks for it.
   bool mr_local() const { return mr_local_; }
   int64_t peer_timeout_ns() const { return peer_timeout_ns_; }
+  // Puts carry their notification as remote CQ data (the provider offers 8 bytes of it and
+  // WEFT_OFI_CQ_DATA is not 0).
+  bool cq_data() const { return cq_data_; }
   // A registration key never used before in this domain (the provider refuses duplicates,
   // and a stale remote key must not reach a newer region).
   uint64_t next_key() { return next_key_.fetch_add(1); }
@@ -176,6 +198,7 @@ class ofi_context final : public context {
   bool virt_addr_ = false;
   bool mr_local_ = false;
   bool prov_key_ = false;
+  bool cq_data_ = false;
   int64_t peer_timeout_ns_ = 0;
   std::atomic<uint64_t> next_key_{1};
 };
