@@ -8,51 +8,21 @@
 set -u
 weftrun=$1 mp=$2 src=$3 build=$4
 . "$(dirname "$0")/common.sh"
-[ "$(id -u)" -eq 0 ] || { echo "SKIP: network namespaces need root"; exit 77; }
-command -v ip >/dev/null || fail "ip not installed (Debian package iproute2)"
+. "$(dirname "$0")/netns_common.sh"
 command -v mpiexec.hydra >/dev/null || fail "mpiexec.hydra not installed (Debian package mpich)"
-
-tag=$$
-br=wbr$tag
-net=10.$((tag % 200 + 20)).77
 work=$(mktemp -d)
 out=$work/out
 before=$(shm_snapshot)
-cleanup() {
-  for i in 1 2 3; do
-    ip netns pids wns$tag-$i 2>/dev/null | xargs -r kill -9 2>/dev/null
-    ip netns del wns$tag-$i 2>/dev/null
-  done
-  ip link del "$br" 2>/dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-if ! err=$(ip link add "$br" type bridge 2>&1); then
-  # A container without CAP_NET_ADMIN cannot make hosts: say so rather than fail.
-  case "$err" in *"not permitted"*) echo "SKIP: cannot create network devices here: $err"; exit 77 ;; esac
-  fail "cannot create a bridge: $err"
-fi
-ip addr add "$net.254/24" dev "$br"
-ip link set "$br" up
-for i in 1 2 3; do
-  ns=wns$tag-$i
-  ip netns add "$ns" || fail "cannot create namespace $ns"
-  ip link add "wv$tag-$i" type veth peer name eth0 netns "$ns"
-  ip link set "wv$tag-$i" master "$br" up
-  ip -n "$ns" addr add "$net.$i/24" dev eth0
-  ip -n "$ns" link set eth0 up
-  ip -n "$ns" link set lo up
-done
+trap 'netns_cleanup; rm -rf "$work"' EXIT
+netns_make
 # What hydra calls instead of ssh: [options] host command...
 cat >"$work/enter" <<EOF
 #!/bin/sh
 while [ "\${1#-}" != "\$1" ]; do shift; done
 host=\$1; shift
-exec ip netns exec wns$tag-\${host##*.} sh -c "\$*"
+exec ip netns exec wns$netns_tag-\${host##*.} sh -c "\$*"
 EOF
 chmod +x "$work/enter"
-pass "three namespaces on bridge $br: $net.1, $net.2, $net.3"
 
 hosts3=$net.1,$net.2,$net.3
 hosts4=$net.1:2,$net.2,$net.3  # two ranks share the first host
@@ -109,16 +79,7 @@ done
 # shell job shows it), so each rank runs under a wrapper that reports how its process
 # ended, holding on to its PMI connection. Survivors must see errors naming rank 1 within
 # WEFT_PEER_TIMEOUT and finish among themselves.
-cat >"$work/survive" <<'EOF2'
-#!/bin/sh
-"$@"
-rc=$?
-echo "rank $PMI_RANK: process exited with $rc"
-# The wrapper still holds the PMI socket: closing it without finalize makes hydra abort
-# the job, so hold it while the survivors finish.
-[ $rc -eq 0 ] || sleep 10
-EOF2
-chmod +x "$work/survive"
+netns_write_survive "$work/survive"
 for cfg in "WEFT_BACKEND=ofi WEFT_OFI_PROVIDER=tcp;ofi_rxm" "WEFT_BACKEND=ucx" "WEFT_NET_BACKEND=ofi" "WEFT_NET_BACKEND=ucx"; do
   # shellcheck disable=SC2086
   timeout 120 env FI_TCP_IFACE=eth0 UCX_NET_DEVICES=eth0 UCX_TLS=tcp WEFT_PEER_TIMEOUT=3 $cfg \

@@ -1,0 +1,50 @@
+# Three "hosts" on one machine: network namespaces wns<tag>-1..3 with addresses $net.1..3
+# on bridge $br ($net.254 on this side). Sourced after common.sh; netns_make exits 77
+# (skip) where network devices cannot be created, netns_cleanup undoes everything.
+netns_tag=$$
+br=wbr$netns_tag
+net=10.$((netns_tag % 200 + 20)).77
+netns_name() { echo "wns$netns_tag-$1"; }
+netns_cleanup() {
+  local i
+  for i in 1 2 3; do
+    ip netns pids "$(netns_name $i)" 2>/dev/null | xargs -r kill -9 2>/dev/null
+    ip netns del "$(netns_name $i)" 2>/dev/null
+  done
+  ip link del "$br" 2>/dev/null
+}
+netns_make() {
+  [ "$(id -u)" -eq 0 ] || { echo "SKIP: network namespaces need root"; exit 77; }
+  command -v ip >/dev/null || fail "ip not installed (Debian package iproute2)"
+  local err i ns
+  if ! err=$(ip link add "$br" type bridge 2>&1); then
+    # A container without CAP_NET_ADMIN cannot make hosts: say so rather than fail.
+    case "$err" in *"not permitted"*) echo "SKIP: cannot create network devices here: $err"; exit 77 ;; esac
+    fail "cannot create a bridge: $err"
+  fi
+  ip addr add "$net.254/24" dev "$br"
+  ip link set "$br" up
+  for i in 1 2 3; do
+    ns=$(netns_name $i)
+    ip netns add "$ns" || fail "cannot create namespace $ns"
+    ip link add "wv$netns_tag-$i" type veth peer name eth0 netns "$ns"
+    ip link set "wv$netns_tag-$i" master "$br" up
+    ip -n "$ns" addr add "$net.$i/24" dev eth0
+    ip -n "$ns" link set eth0 up
+    ip -n "$ns" link set lo up
+  done
+  pass "three namespaces on bridge $br: $net.1, $net.2, $net.3"
+}
+# A wrapper for a rank that is killed on purpose while the others must go on: it reports
+# how its process ended and keeps the launcher's PMI connection (inherited, so also held
+# here) open a while, since a launcher that sees it close without finalize ends the job.
+netns_write_survive() {  # path
+  cat >"$1" <<'EOF2'
+#!/bin/sh
+"$@"
+rc=$?
+echo "rank ${PMI_RANK:-$SLURM_PROCID}: process exited with $rc"
+[ $rc -eq 0 ] || sleep 10
+EOF2
+  chmod +x "$1"
+}
