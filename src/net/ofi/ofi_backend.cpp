@@ -304,7 +304,7 @@ bool ofi_device::try_get(int rank, void* dst, size_t size, uint64_t remote_addr,
 // A write (complete once delivered at the target) or a read into the peer's registration.
 bool ofi_device::rma(bool write, int rank, void* local, size_t size, uint64_t remote_addr, rkey_t k,
                      const void* note, size_t note_len, void* ctx) {
-  auto* o = new op{};
+  op* o = rma_ops_.get();
   o->kind = write ? op::write : op::read;
   o->rank = rank;
   o->ctx = ctx;
@@ -336,7 +336,7 @@ bool ofi_device::rma(bool write, int rank, void* local, size_t size, uint64_t re
   WEFT_LOG(debug, "ofi: %s of %zu bytes with rank %d: %s", write ? "write" : "read", size, rank,
            fi_strerror(int(-rc)));
   if (o->local_mr) fi_close(&o->local_mr->fid);
-  delete o;
+  rma_ops_.put(o);
   if (rc != -FI_EAGAIN) check(rc, write ? "fi_writemsg" : "fi_readmsg");
   return false;
 }
@@ -490,7 +490,7 @@ void ofi_device::complete(sink& s, op* o, bool ok) {
         s.on_put_local_done(o->ctx, ok);
       else
         s.on_get_done(o->ctx, ok);
-      delete o;
+      rma_ops_.put(o);
       return;
     }
   }

@@ -24,6 +24,7 @@
 
 #include "net/backend.hpp"
 #include "net/ofi/note_slots.hpp"
+#include "util/object_pool.hpp"
 #include "util/spinlock.hpp"
 
 namespace weft::net::ofi {
@@ -119,6 +120,7 @@ class ofi_device final : public device {
   std::vector<fi_addr_t> peers_;
   std::vector<char> recv_mem_, send_mem_;
   std::vector<op> recv_ops_, send_ops_;
+  util::object_pool<op> rma_ops_;
   fid_mr* recv_mr_ = nullptr;
   fid_mr* send_mr_ = nullptr;
   util::spinlock send_lock_;

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "net/backend.hpp"
+#include "util/object_pool.hpp"
 #include "util/spinlock.hpp"
 
 namespace weft::net::ucx {
@@ -153,6 +154,7 @@ class ucx_device final : public device {
   const size_t cell_size_;
   ucp_worker_h worker_ = nullptr;
   std::unique_ptr<peer[]> peers_;
+  util::object_pool<op> ops_;  // operations in flight, reused
   int npeers_ = 0;
 
   util::spinlock worker_lock_;  // every call into worker_ and everything below

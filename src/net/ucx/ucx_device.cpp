@@ -282,7 +282,7 @@ bool ucx_device::rma(bool write, int rank, void* local, size_t size, uint64_t ad
     push_done(write, ctx, false, rank, nullptr, 0);
     return true;
   }
-  auto* o = new op{};
+  op* o = ops_.get();
   o->dev = this;
   o->rank = rank;
   o->ctx = ctx;
@@ -319,7 +319,7 @@ bool ucx_device::try_put(int rank, const void* src, size_t size, uint64_t remote
     push_done(true, ctx, false, rank, nullptr, 0);
     return true;
   }
-  auto* o = new op{};
+  op* o = ops_.get();
   o->kind = op::stream;
   o->dev = this;
   o->rank = rank;
@@ -382,7 +382,7 @@ void ucx_device::finished(op* o, ucs_status_t status) {
       break;
     }
   }
-  delete o;
+  o->dev->ops_.put(o);
 }
 
 ucs_status_t ucx_device::on_am(void* arg, const void* header, size_t header_len, void* data,
@@ -483,7 +483,7 @@ void ucx_device::handle_control() {
         remote_key& rk = keys_[{c.rank, key}];
         rk.state = remote_key::refused;
         // Accesses already issued with the key finish before the owner hears back.
-        auto* o = new op{};
+        op* o = ops_.get();
         o->kind = op::revoke_flush;
         o->dev = this;
         o->rank = c.rank;
