@@ -11,6 +11,10 @@ using namespace weft::net::ofi;
 
 namespace {
 
+// Stands for the definition message: sent, or refused by a full send queue.
+const auto sent = [](const note_sender::use&) { return true; };
+const auto refused = [](const note_sender::use&) { return false; };
+
 struct note {
   uint32_t tag;
   uint64_t addr;
@@ -55,16 +59,16 @@ TEST(NoteSlots, SecondUseOfANotificationNeedsNoDefinition) {
   note_sender s(4);
   note n{7, 0x1000};
   note_sender::use a, b;
-  ASSERT_TRUE(s.acquire(1, &n, sizeof(n), a));
+  ASSERT_TRUE(s.acquire(1, &n, sizeof(n), a, sent));
   EXPECT_TRUE(a.define);
-  ASSERT_TRUE(s.acquire(1, &n, sizeof(n), b));  // in flight together: same slot, same gen
+  ASSERT_TRUE(s.acquire(1, &n, sizeof(n), b, sent));  // in flight together: same slot, same gen
   EXPECT_FALSE(b.define);
   EXPECT_EQ(a.slot, b.slot);
   EXPECT_EQ(a.generation, b.generation);
   s.release(1, a.slot);
   s.release(1, b.slot);
   note_sender::use c;
-  ASSERT_TRUE(s.acquire(2, &n, sizeof(n), c));  // another peer has its own table
+  ASSERT_TRUE(s.acquire(2, &n, sizeof(n), c, sent));  // another peer has its own table
   EXPECT_TRUE(c.define);
 }
 
@@ -72,20 +76,20 @@ TEST(NoteSlots, ACollidingNotificationWaitsForTheSlotToDrain) {
   note_sender s(2);
   note first{1, 0x2000};
   note_sender::use u;
-  ASSERT_TRUE(s.acquire(1, &first, sizeof(first), u));
+  ASSERT_TRUE(s.acquire(1, &first, sizeof(first), u, sent));
   // Find another notification hashing to the same slot.
   note other{0, 0x2000};
   note_sender::use probe;
   for (uint32_t t = 2;; ++t) {
     other.tag = t;
     note_sender scratch(2);
-    ASSERT_TRUE(scratch.acquire(1, &other, sizeof(other), probe));
+    ASSERT_TRUE(scratch.acquire(1, &other, sizeof(other), probe, sent));
     if (probe.slot == u.slot) break;
   }
   note_sender::use v;
-  EXPECT_FALSE(s.acquire(1, &other, sizeof(other), v));  // a write of `first` is in flight
+  EXPECT_FALSE(s.acquire(1, &other, sizeof(other), v, sent));  // a write of `first` is in flight
   s.release(1, u.slot);
-  ASSERT_TRUE(s.acquire(1, &other, sizeof(other), v));  // drained: redefined
+  ASSERT_TRUE(s.acquire(1, &other, sizeof(other), v, sent));  // drained: redefined
   EXPECT_TRUE(v.define);
   EXPECT_EQ(v.slot, u.slot);
   EXPECT_EQ(v.generation, u.generation + 1);
@@ -96,7 +100,7 @@ TEST(NoteSlots, AWriteBeforeItsDefinitionIsParkedAndReleasedByIt) {
   note_receiver r(4);
   note n{42, 0xabc0};
   note_sender::use u;
-  ASSERT_TRUE(s.acquire(2, &n, sizeof(n), u));
+  ASSERT_TRUE(s.acquire(2, &n, sizeof(n), u, sent));
   const uint64_t data = encode_cq_note(2, u.slot, u.generation);
   EXPECT_EQ(arrive(r, data), note_receiver::result::parked);
   EXPECT_EQ(arrive(r, data), note_receiver::result::parked);
@@ -156,11 +160,24 @@ TEST(NoteSlots, MalformedDefinitionsAreRefused) {
 TEST(NoteSlots, AnUnsentDefinitionIsMadeAgain) {
   note_sender s(2);
   note n{9, 0x90};
-  note_sender::use u, v;
-  ASSERT_TRUE(s.acquire(1, &n, sizeof(n), u));
-  s.undefine(1, u.slot);  // its message could not be sent
-  ASSERT_TRUE(s.acquire(1, &n, sizeof(n), v));
+  note_sender::use u, v, w;
+  EXPECT_FALSE(s.acquire(1, &n, sizeof(n), u, refused));  // notified by message instead
+  EXPECT_TRUE(u.define);
+  // Nobody may use the slot as if it were defined: the next use defines it again, and the
+  // slot has no write in flight (a colliding note could take it).
+  int definitions = 0;
+  ASSERT_TRUE(s.acquire(1, &n, sizeof(n), v, [&](const note_sender::use&) {
+    ++definitions;
+    return true;
+  }));
+  EXPECT_EQ(definitions, 1);
   EXPECT_TRUE(v.define);
   EXPECT_EQ(v.slot, u.slot);
   EXPECT_GT(v.generation, u.generation);
+  ASSERT_TRUE(s.acquire(1, &n, sizeof(n), w, [&](const note_sender::use&) {
+    ++definitions;
+    return true;
+  }));
+  EXPECT_EQ(definitions, 1);  // defined once
+  EXPECT_FALSE(w.define);
 }

@@ -34,7 +34,8 @@ bool decode_cq_note(uint64_t data, int ranks, cq_note& out) {
 // ---- initiator ----------------------------------------------------------------------------
 note_sender::note_sender(int ranks) : peers_(size_t(ranks)) {}
 
-bool note_sender::acquire(int rank, const void* note, size_t len, use& u) {
+bool note_sender::acquire(int rank, const void* note, size_t len, use& u, void* send_ctx,
+                          bool (*send)(void*, const use&)) {
   const uint32_t slot = slot_of(note, len);
   util::lock_guard<util::spinlock> g(lock_);
   auto& p = peers_[size_t(rank)];
@@ -49,19 +50,16 @@ bool note_sender::acquire(int rank, const void* note, size_t len, use& u) {
   }
   if (s.in_flight != 0) return false;
   s.generation = (s.generation & generation_mask) == generation_mask ? 1 : s.generation + 1;
+  u.generation = s.generation;
+  u.define = true;
+  if (!send(send_ctx, u)) {
+    s.len = 0;  // matches no notification: the next use defines it again (a newer generation)
+    return false;
+  }
   s.len = uint32_t(len);
   memcpy(s.note, note, len);
   s.in_flight = 1;
-  u.generation = s.generation;
-  u.define = true;
   return true;
-}
-
-void note_sender::undefine(int rank, uint32_t slot) {
-  util::lock_guard<util::spinlock> g(lock_);
-  slot_state& s = peers_[size_t(rank)]->slots[slot];
-  s.len = 0;  // matches no notification: the next use defines it again (a newer generation)
-  --s.in_flight;
 }
 
 void note_sender::release(int rank, uint32_t slot) {

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "net/backend.hpp"
@@ -51,17 +52,25 @@ class note_sender {
   explicit note_sender(int ranks);
   struct use {
     uint32_t slot = 0, generation = 0;
-    bool define = false;  // the caller must send the definition (before or after the write)
+    bool define = false;  // this write's slot was defined for it
   };
   // A slot for this notification to `rank`, or false: the slot it hashes to is in use by
-  // another notification with writes in flight (the caller notifies by message instead).
-  // On true the slot counts one more write in flight.
-  bool acquire(int rank, const void* note, size_t len, use& u);
-  // The definition could not be sent: forget it, and the write in flight acquire counted.
-  void undefine(int rank, uint32_t slot);
+  // another notification with writes in flight, or the definition a new slot needs could
+  // not be sent (the caller notifies by message instead). A definition is sent through
+  // `send_definition(u)` while the slot is locked, so no other thread writes naming the slot
+  // before its definition is on its way. On true the slot counts one more write in flight.
+  template <typename Send>
+  bool acquire(int rank, const void* note, size_t len, use& u, Send&& send_definition) {
+    using fn = std::remove_reference_t<Send>;
+    void* ctx = const_cast<void*>(static_cast<const void*>(&send_definition));
+    return acquire(rank, note, len, u, ctx,
+                   [](void* f, const use& x) -> bool { return (*static_cast<fn*>(f))(x); });
+  }
   void release(int rank, uint32_t slot);  // a write acquire counted has completed
 
  private:
+  bool acquire(int rank, const void* note, size_t len, use& u, void* send_ctx,
+               bool (*send)(void*, const use&));
   struct slot_state {
     uint32_t generation = 0;  // 0: never defined
     uint32_t in_flight = 0;

@@ -311,14 +311,13 @@ bool ofi_device::rma(bool write, int rank, void* local, size_t size, uint64_t re
   uint64_t flags = FI_COMPLETION | (write ? FI_DELIVERY_COMPLETE : 0);
   uint64_t data = 0;
   note_sender::use u;
-  if (write && note_len && note_out_ && note_out_->acquire(rank, note, note_len, u)) {
-    if (u.define && !send_definition(rank, u, note, note_len)) {
-      note_out_->undefine(rank, u.slot);
-    } else {
-      o->note_slot = int32_t(u.slot);
-      flags |= FI_REMOTE_CQ_DATA;
-      data = encode_cq_note(me_, u.slot, u.generation);
-    }
+  if (write && note_len && note_out_ &&
+      note_out_->acquire(rank, note, note_len, u, [&](const note_sender::use& d) {
+        return send_definition(rank, d, note, note_len);
+      })) {
+    o->note_slot = int32_t(u.slot);
+    flags |= FI_REMOTE_CQ_DATA;
+    data = encode_cq_note(me_, u.slot, u.generation);
   }
   if (o->note_slot < 0 && note_len) {
     o->note_len = uint32_t(note_len);
