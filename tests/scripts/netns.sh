@@ -76,21 +76,9 @@ done
 
 # A host's rank dies in the middle of traffic and the others must keep running. Debian's
 # hydra kills the survivors when a rank dies even under -disable-auto-cleanup (a 3-rank
-# shell job shows it), so each rank runs under a wrapper that reports how its process
-# ended, holding on to its PMI connection. Survivors must see errors naming rank 1 within
-# WEFT_PEER_TIMEOUT and finish among themselves.
-netns_write_survive "$work/survive"
-for cfg in "WEFT_BACKEND=ofi WEFT_OFI_PROVIDER=tcp;ofi_rxm" "WEFT_BACKEND=ucx" "WEFT_NET_BACKEND=ofi" "WEFT_NET_BACKEND=ucx"; do
-  # shellcheck disable=SC2086
-  timeout 120 env FI_TCP_IFACE=eth0 UCX_NET_DEVICES=eth0 UCX_TLS=tcp WEFT_PEER_TIMEOUT=3 $cfg \
-    $(hydra_cmd "$hosts3" 3) "$work/survive" "$mp" peer_death >"$out" 2>&1 </dev/null
-  [ "$(grep -c "peer_death: all [0-9]* checks passed" "$out")" -eq 2 ] &&
-    grep -q "rank 1: process exited with 137" "$out" ||
-    { cat "$out"; fail "peer death across hosts with $cfg"; }
-  grep -q "rank 1 is gone" "$out" || { cat "$out"; fail "no survivor named rank 1 ($cfg)"; }
-  [ -n "${NETNS_VERBOSE:-}" ] && cat "$out"
-done
-pass "a rank killed on its host: survivors get errors naming it and finish (ofi, ucx, mixed over each)"
+# shell job shows it); the wrapper of netns_peer_death keeps them running.
+# shellcheck disable=SC2046
+netns_peer_death "hydra" $(hydra_cmd "$hosts3" 3)
 
 [ "$(shm_snapshot)" = "$before" ] || fail "shared-memory files left in /dev/shm: $(comm -13 <(echo "$before") <(shm_snapshot))"
 pass "no shared-memory files left behind"

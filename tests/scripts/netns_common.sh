@@ -35,16 +35,33 @@ netns_make() {
   done
   pass "three namespaces on bridge $br: $net.1, $net.2, $net.3"
 }
-# A wrapper for a rank that is killed on purpose while the others must go on: it reports
-# how its process ended and keeps the launcher's PMI connection (inherited, so also held
-# here) open a while, since a launcher that sees it close without finalize ends the job.
-netns_write_survive() {  # path
-  cat >"$1" <<'EOF2'
+# Rank 1 of 3 dies in the middle of traffic (the peer_death scenario of $mp) under each
+# backend configuration, started by the launcher whose words come as arguments; output in
+# $out, the wrapper in $work. Survivors must see errors naming rank 1 within
+# WEFT_PEER_TIMEOUT and finish among themselves. Each rank runs under a wrapper that reports
+# how its process ended and keeps the launcher's PMI connection (inherited, so also held by
+# the wrapper) open a while, since a launcher that sees it close without finalize ends the
+# job.
+netns_peer_death() {  # what, launcher words...
+  local what=$1 cfg
+  shift
+  cat >"$work/survive" <<'EOF2'
 #!/bin/sh
 "$@"
 rc=$?
 echo "rank ${PMI_RANK:-$SLURM_PROCID}: process exited with $rc"
 [ $rc -eq 0 ] || sleep 10
 EOF2
-  chmod +x "$1"
+  chmod +x "$work/survive"
+  for cfg in "WEFT_BACKEND=ofi WEFT_OFI_PROVIDER=tcp;ofi_rxm" "WEFT_BACKEND=ucx" "WEFT_NET_BACKEND=ofi" "WEFT_NET_BACKEND=ucx"; do
+    # shellcheck disable=SC2086
+    timeout 120 env FI_TCP_IFACE=eth0 UCX_NET_DEVICES=eth0 UCX_TLS=tcp WEFT_PEER_TIMEOUT=3 $cfg \
+      "$@" "$work/survive" "$mp" peer_death >"$out" 2>&1 </dev/null
+    [ "$(grep -c "peer_death: all [0-9]* checks passed" "$out")" -eq 2 ] &&
+      grep -q "rank 1: process exited with 137" "$out" ||
+      { cat "$out"; fail "$what: peer death with $cfg"; }
+    grep -q "rank 1 is gone" "$out" || { cat "$out"; fail "$what: no survivor named rank 1 ($cfg)"; }
+    [ -n "${NETNS_VERBOSE:-}" ] && cat "$out"
+  done
+  pass "$what: a rank killed on its host; survivors get errors naming it and finish (ofi, ucx, mixed over each)"
 }

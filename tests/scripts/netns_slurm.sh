@@ -60,18 +60,7 @@ done
 # A rank killed on its node while the others go on. Under pmi2 the wrapper holds the PMI
 # connection (a descriptor the process inherited); Slurm's pmix plugin ends the step as
 # soon as a process dies without finalize, which no wrapper can prevent, so pmi2 only.
-netns_write_survive "$work/survive"
-for cfg in "WEFT_BACKEND=ofi WEFT_OFI_PROVIDER=tcp;ofi_rxm" "WEFT_BACKEND=ucx" "WEFT_NET_BACKEND=ofi" "WEFT_NET_BACKEND=ucx"; do
-  # shellcheck disable=SC2086
-  timeout 120 srun --mpi=pmi2 -N 3 -n 3 --overcommit -t 2 env FI_TCP_IFACE=eth0 \
-    UCX_NET_DEVICES=eth0 UCX_TLS=tcp WEFT_PEER_TIMEOUT=3 $cfg "$work/survive" "$mp" peer_death \
-    >"$out" 2>&1 </dev/null
-  [ "$(grep -c "peer_death: all [0-9]* checks passed" "$out")" -eq 2 ] &&
-    grep -q "rank 1: process exited with 137" "$out" ||
-    { cat "$out"; fail "srun: peer death across nodes with $cfg"; }
-  grep -q "rank 1 is gone" "$out" || { cat "$out"; fail "srun: no survivor named rank 1 ($cfg)"; }
-done
-pass "srun --mpi=pmi2: a rank killed on its node; survivors get errors naming it and finish (ofi, ucx, mixed over each)"
+netns_peer_death "srun --mpi=pmi2" srun --mpi=pmi2 -N 3 -n 3 --overcommit -t 2
 
 [ "$(shm_snapshot)" = "$before" ] || fail "shared-memory files left in /dev/shm: $(comm -13 <(echo "$before") <(shm_snapshot))"
 pass "no shared-memory files left behind"

@@ -183,9 +183,9 @@ ofi_device::~ofi_device() {
   WEFT_LOG(info,
            "ofi device %d: notifications received: %llu by CQ data (%llu waited for their "
            "definition), %llu by message",
-           index_, static_cast<unsigned long long>(notes_in_.by_data),
-           static_cast<unsigned long long>(notes_in_.parked),
-           static_cast<unsigned long long>(notes_in_.by_message));
+           index_, static_cast<unsigned long long>(notify_counts_.by_data),
+           static_cast<unsigned long long>(notify_counts_.parked),
+           static_cast<unsigned long long>(notify_counts_.by_message));
   if (ep_) fi_close(&ep_->fid);
   if (av_) fi_close(&av_->fid);
   if (cq_) fi_close(&cq_->fid);
@@ -389,7 +389,7 @@ void ofi_device::received(sink& s, op* o, size_t len) {
     }
     case kind_pong: return;
     case kind_notify:
-      ++notes_in_.by_message;
+      ++notify_counts_.by_message;
       s.on_remote_notify(src, body, blen);
       return;
     case kind_note_define: {
@@ -440,12 +440,12 @@ void ofi_device::remote_write(sink& s, uint64_t data) {
   size_t len;
   switch (note_in_.lookup(n, note, len)) {
     case note_receiver::result::deliver:
-      ++notes_in_.by_data;
+      ++notify_counts_.by_data;
       s.on_remote_notify(n.rank, note, len);
       return;
     case note_receiver::result::parked:
-      ++notes_in_.by_data;
-      ++notes_in_.parked;
+      ++notify_counts_.by_data;
+      ++notify_counts_.parked;
       return;
     case note_receiver::result::stale:
       WEFT_LOG(error,

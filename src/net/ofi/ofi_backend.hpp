@@ -145,7 +145,7 @@ class ofi_device final : public device {
   note_receiver note_in_;
   struct {
     uint64_t by_data = 0, parked = 0, by_message = 0;
-  } notes_in_;  // notifications received, counted by the poller for the log
+  } notify_counts_;  // notifications received, counted by the poller for the log
   std::vector<uint32_t> to_repost_;
   std::unique_ptr<std::atomic<bool>[]> dead_;
   // Liveness: the providers here report no dead peer, so a peer that Weft waits on and that
