@@ -1,7 +1,7 @@
 // One benchmark program, built once per library (Weft, MPICH, Open MPI) from the same
 // workload code. Rank 0 prints one RESULT line per figure.
 //   bench <lat|rate|bw> [--mode am|sr] [--threads T] [--resources dedicated|shared|shared_cq]
-//         [--iters N] [--sizes a,b,c]
+//         [--iters N] [--sizes a,b,c] [--am-buffer malloc|packet]
 // Two ranks: lane t of rank 0 talks to lane t of rank 1. One rank: each lane talks to itself.
 #include <algorithm>
 #include <atomic>
@@ -39,6 +39,10 @@ struct options {
   bench::resources res = bench::resources::dedicated;
   long iters = 100000;
   std::vector<size_t> sizes;
+  // Weft only: where arriving active messages land. malloc: a buffer the program frees with
+  // std::free (the default API); packet: a packet of the pool, handed back with put_upacket
+  // (what MPI's ring of pre-posted receives does with its own buffers).
+  bool am_packets = false;
 };
 
 // ---- workloads: identical for every library ----------------------------------------------
@@ -145,6 +149,8 @@ options parse(int argc, char** argv) {
       o.mode = next();
     else if (a == "--threads")
       o.threads = atoi(next().c_str());
+    else if (a == "--am-buffer")
+      o.am_packets = next() == "packet";
     else if (a == "--iters")
       o.iters = atol(next().c_str());
     else if (a == "--resources") {
@@ -171,7 +177,7 @@ options parse(int argc, char** argv) {
 int main(int argc, char** argv) {
   options o = parse(argc, argv);
   world_t w;
-  w.init(o.threads, o.res);
+  w.init(o.threads, o.res, o.am_packets);
   const bool loopback = w.n == 1;
   const bool initiator = w.me == 0;
   const int peer = loopback ? w.me : 1 - w.me;
@@ -189,8 +195,11 @@ int main(int argc, char** argv) {
     printf(
         "RESULT system=%s api=%s mode=%s threads=%d resources=%s workload=%s size=%zu value=%.6g "
         "unit=%s\n",
-        system_name, am ? "am" : "sr", mode_name, o.threads, bench::resources_name(o.res), workload,
-        size, value, unit);
+        system_name,
+        !am            ? "sr"
+        : o.am_packets ? "am_packet"
+                       : "am",
+        mode_name, o.threads, bench::resources_name(o.res), workload, size, value, unit);
     fflush(stdout);
   };
 

@@ -19,7 +19,7 @@ struct mpi_world {
   resources res = resources::dedicated;
   std::vector<MPI_Comm> comms;
 
-  void init(int lanes, resources r) {
+  void init(int lanes, resources r, bool /*am_packets: Weft only*/) {
     int provided = 0;
     int argc = 0;
     char** argv = nullptr;

@@ -44,7 +44,8 @@ class sync_impl final : public comp_impl {
 class cq_impl final : public comp_impl {
  public:
   explicit cq_impl(size_t depth) : comp_impl(comp_kind::cq), q_(depth) {}
-  bool signal(const status_t& s) override { return q_.push(s); }
+  bool signal(const status_t& s) override { return push(s); }
+  bool push(const status_t& s) { return q_.push(s); }
   bool pop(status_t& out) { return q_.pop(out); }
   size_t size() const { return q_.size_approx(); }
 

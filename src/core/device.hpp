@@ -59,6 +59,8 @@ class device_impl final : public net::sink {
   std::atomic<uint32_t> barrier_epoch{0};
 
  private:
+  // Reports what is wrong with `a` (util::fail); out of line so post's frame stays small.
+  [[gnu::noinline, gnu::cold]] void refuse_post(const comm_args& a);
   status_t post_out(const comm_args& a);
   status_t post_in(const comm_args& a);
   status_t post_rendezvous(const comm_args& a, const wire_header& h);
@@ -73,6 +75,9 @@ class device_impl final : public net::sink {
   status_t retry_or_backlog(const comm_args& a, errorcode_t code);
   status_t match_arrived(request* recv, request* unexpected, const comm_args* poster);
   void deliver_am(int rank, const wire_header& h, const char* data, size_t size);
+  // Out of line, so that the eager paths above keep a small frame.
+  [[gnu::noinline, gnu::cold]] void on_other_message(int rank, const char* p, size_t len);
+  [[gnu::noinline, gnu::cold]] void refuse_am(int rank, const wire_header& h, size_t size);
   void arrive_send(int rank, const wire_header& h, const char* data, size_t size);
   void arrive_rts(int rank, const wire_header& h, const rts_body& b);
   void wire_error(int rank, const std::string& what);

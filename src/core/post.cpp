@@ -29,7 +29,7 @@ bool policy_has_rank(matching_policy_t p) {
 
 }  // namespace
 
-status_t device_impl::post(const comm_args& a) {
+void device_impl::refuse_post(const comm_args& a) {
   const char* call = a.call_name;
   if (a.rank < 0 || a.rank >= rt.size())
     util::fail(call, "rank", std::to_string(a.rank),
@@ -44,17 +44,31 @@ status_t device_impl::post(const comm_args& a) {
                "add the operation to the graph with graph_add_node_op");
   if (uint8_t(a.matching_policy) > uint8_t(matching_policy_t::rank_tag))
     util::fail(call, "matching_policy", std::to_string(int(a.matching_policy)), "unknown policy");
+  if (a.direction == direction_t::IN && a.remote_comp != rcomp_null)
+    util::fail(call, "remote_comp", std::to_string(a.remote_comp),
+               "direction IN with a remote completion but no remote buffer is not a valid "
+               "operation (Table 1)");
+  if (a.remote_comp != rcomp_null && a.remote_comp >= rt.rcomp_count())
+    util::fail(
+        call, "remote_comp", std::to_string(a.remote_comp),
+        "unknown remote completion handle (" + std::to_string(rt.rcomp_count()) + " registered)");
+  if (peer_dead(a.rank))
+    util::fail(call, "rank", std::to_string(a.rank), "the peer process has died");
+}
+
+status_t device_impl::post(const comm_args& a) {
+  // Every check in one test; the report, which needs strings, is out of line.
+  if (a.rank < 0 || a.rank >= rt.size() || (!a.local_buffer && a.size) || a.size > max_msg_size ||
+      (a.local_comp.p && a.local_comp.p->kind == comp_kind::graph) ||
+      uint8_t(a.matching_policy) > uint8_t(matching_policy_t::rank_tag))
+    refuse_post(a);
   if (a.buffers || a.remote_buffers) return post_list(a);
   if (a.has_remote_buffer) return post_rma(a);
   if (a.direction == direction_t::IN) {
-    if (a.remote_comp != rcomp_null)
-      util::fail(call, "remote_comp", std::to_string(a.remote_comp),
-                 "direction IN with a remote completion but no remote buffer is not a valid "
-                 "operation (Table 1)");
+    if (a.remote_comp != rcomp_null) refuse_post(a);
     return post_in(a);
   }
-  if (peer_dead(a.rank))
-    util::fail(call, "rank", std::to_string(a.rank), "the peer process has died");
+  if (peer_dead(a.rank)) refuse_post(a);
   return post_out(a);
 }
 
@@ -84,10 +98,7 @@ status_t device_impl::post_out(const comm_args& a) {
   h.version = wire_version;
   h.tag = a.tag;
   if (am) {
-    if (a.remote_comp >= rt.rcomp_count())
-      util::fail(
-          a.call_name, "remote_comp", std::to_string(a.remote_comp),
-          "unknown remote completion handle (" + std::to_string(rt.rcomp_count()) + " registered)");
+    if (a.remote_comp >= rt.rcomp_count()) refuse_post(a);
     h.type = uint8_t(msg_type::eager_am);
     h.target = a.remote_comp;
   } else {

@@ -13,6 +13,7 @@
 #include "pool/packet_pool.hpp"
 #include "util/fail.hpp"
 #include "util/log.hpp"
+#include "util/small_copy.hpp"
 
 namespace weft::detail {
 namespace {
@@ -140,7 +141,23 @@ error_t device_impl::progress() {
 }
 
 void device_impl::on_message(int rank, const void* data, size_t len) {
+  // Eager messages first, with nothing else in this frame: the rest (control messages and
+  // every error report) is out of line, so the common path saves no registers for it.
   const char* p = static_cast<const char*>(data);
+  if (len >= sizeof(wire_header)) {
+    wire_header h;
+    memcpy(&h, p, sizeof(h));
+    if (h.version == wire_version) {
+      if (h.type == uint8_t(msg_type::eager_am))
+        return deliver_am(rank, h, p + sizeof(h), len - sizeof(h));
+      if (h.type == uint8_t(msg_type::eager_send))
+        return arrive_send(rank, h, p + sizeof(h), len - sizeof(h));
+    }
+  }
+  on_other_message(rank, p, len);
+}
+
+void device_impl::on_other_message(int rank, const char* p, size_t len) {
   if (len < sizeof(wire_header)) {
     wire_error(rank, "truncated message of " + std::to_string(len) + " bytes (a header has " +
                          std::to_string(sizeof(wire_header)) + ")");
@@ -215,31 +232,32 @@ void device_impl::on_message(int rank, const void* data, size_t len) {
   wire_error(rank, "unknown message type " + std::to_string(h.type));
 }
 
-void device_impl::deliver_am(int rank, const wire_header& h, const char* data, size_t size) {
-  rcomp_entry* e = rt.rcomp(h.target);
-  if (!e) {
+void device_impl::refuse_am(int rank, const wire_header& h, size_t size) {
+  if (!rt.rcomp(h.target))
     wire_error(rank, "active message for unknown remote completion " + std::to_string(h.target));
-    return;
-  }
-  if (size > eager_limit) {
+  else if (size > eager_limit)
     wire_error(rank, "eager active message of " + std::to_string(size) +
                          " bytes exceeds the eager limit " + std::to_string(eager_limit));
-    return;
-  }
+  else
+    wire_error(rank, "out of memory for an active message of " + std::to_string(size) + " bytes");
+}
+
+void device_impl::deliver_am(int rank, const wire_header& h, const char* data, size_t size) {
+  rcomp_entry* e = rt.rcomp(h.target);
+  if (!e || size > eager_limit) return refuse_am(rank, h, size);
   void* buf = nullptr;
   if (e->packet_delivery && size <= pool->packet_size()) buf = pool->get();
   if (!buf) buf = std::malloc(size ? size : 1);
-  if (!buf) {
-    wire_error(rank, "out of memory for an active message of " + std::to_string(size) + " bytes");
-    return;
-  }
-  if (size) memcpy(buf, data, size);
+  if (!buf) return refuse_am(rank, h, size);
+  util::small_copy(buf, data, size);
   status_t s;
   s.error = errorcode_t::done;
   s.rank = rank;
   s.tag = h.tag;
   s.buf = buf;
   s.size = size;
+  // The common target is a completion queue: pushed without the virtual call.
+  if (e->comp && e->comp->kind == comp_kind::cq && static_cast<cq_impl*>(e->comp)->push(s)) return;
   complete(e->comp, s, false);
 }
 

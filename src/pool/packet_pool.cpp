@@ -1,16 +1,21 @@
 #include "pool/packet_pool.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <random>
 
 #include "util/fail.hpp"
+#include "util/mpmc_queue.hpp"
 #include "util/thread_index.hpp"
 
 namespace weft::detail {
 
 packet_pool_impl::packet_pool_impl(size_t packet_size, size_t npackets)
-    : packet_size_(packet_size), npackets_(npackets), deques_(64) {
+    : packet_size_(packet_size),
+      npackets_(npackets),
+      cache_max_(std::min<size_t>(32, npackets / 64)),
+      deques_(64) {
   region_ =
       static_cast<char*>(std::aligned_alloc(4096, ((packet_size * npackets + 4095) / 4096) * 4096));
   if (!region_)
@@ -24,13 +29,13 @@ packet_pool_impl::~packet_pool_impl() {
   std::free(region_);
 }
 
-packet_pool_impl::deque& packet_pool_impl::local() {
-  size_t idx = util::thread_index();
+packet_pool_impl::deque& packet_pool_impl::make_local(size_t idx) {
   deque* d = deques_.get(idx);
   if (!d) {
     d = new deque;
-    d->capacity = npackets_ ? npackets_ : 1;
-    d->slots.reset(new void*[d->capacity]);
+    const size_t capacity = util::round_up_pow2(npackets_ ? npackets_ : 1);
+    d->mask = capacity - 1;
+    d->slots.reset(new void*[capacity]);
     deques_.put(idx, d);
   }
   return *d;
@@ -55,10 +60,20 @@ bool packet_pool_impl::steal_into(deque& mine) {
 
 void* packet_pool_impl::get() {
   deque& d = local();
+  if (size_t n = d.cached.load(std::memory_order_relaxed)) {
+    d.cached.store(n - 1, std::memory_order_relaxed);
+    return d.cache[n - 1];
+  }
   for (int attempt = 0; attempt < 2; ++attempt) {
     {
       util::lock_guard<util::spinlock> g(d.lock);
-      if (void* p = d.pop_back()) return p;
+      if (void* p = d.pop_back()) {
+        // Refill half of the private stack while the lock is held anyway.
+        size_t n = 0;
+        while (n < cache_max_ / 2 && d.count) d.cache[n++] = d.pop_back();
+        d.cached.store(n, std::memory_order_relaxed);
+        return p;
+      }
     }
     if (!steal_into(d)) {
       // one sweep over every deque before reporting the pool empty
@@ -77,14 +92,24 @@ void* packet_pool_impl::get() {
 
 void packet_pool_impl::put(void* packet) {
   deque& d = local();
+  size_t n = d.cached.load(std::memory_order_relaxed);
+  if (n < cache_max_) {
+    d.cache[n] = packet;
+    d.cached.store(n + 1, std::memory_order_relaxed);
+    return;
+  }
+  // Full: half of the stack goes to the deque, where other threads can steal it.
   util::lock_guard<util::spinlock> g(d.lock);
   d.push_back(packet);
+  const size_t keep = cache_max_ - cache_max_ / 2;
+  for (size_t i = keep; i < n; ++i) d.push_back(d.cache[i]);
+  d.cached.store(keep, std::memory_order_relaxed);
 }
 
 size_t packet_pool_impl::available() const {
   size_t total = 0;
   for (size_t i = 0; i < deques_.size(); ++i)
-    if (deque* d = deques_.get(i)) total += d->count;
+    if (deque* d = deques_.get(i)) total += d->count + d->cached.load(std::memory_order_relaxed);
   return total;
 }
 

@@ -14,7 +14,7 @@
 namespace weft::net::shm {
 
 inline constexpr uint32_t segment_magic = 0x57454654;  // "WEFT"
-inline constexpr uint32_t layout_version = 4;
+inline constexpr uint32_t layout_version = 5;
 
 struct alignas(util::cache_line) segment_header {
   uint32_t magic;
@@ -30,7 +30,10 @@ struct alignas(util::cache_line) segment_header {
   std::atomic<uint32_t> attached;  // peers that mapped this segment
 };
 
-// Every message occupies one cell; the first 16 bytes are the ring's own.
+// Every message occupies one cell of one cache line: 16 bytes of the ring's own, then the
+// message itself when it fits (an inject message: a 16-byte wire header and up to 32 bytes
+// of payload), so the ring is one contiguous array of lines that the hardware prefetches.
+// A longer message goes whole into the cell's body, a packet-sized slot in a separate array.
 struct cell_header {
   std::atomic<uint64_t> seq;
   uint32_t len;
@@ -39,6 +42,8 @@ struct cell_header {
   uint8_t pad;
 };
 static_assert(sizeof(cell_header) == 16);
+inline constexpr size_t cell_line = 64;
+inline constexpr size_t inline_capacity = cell_line - sizeof(cell_header);
 
 enum cell_kind : uint8_t {
   kind_message = 1,      // a core message, passed to the sink
@@ -109,11 +114,14 @@ struct geometry {
   static size_t align(size_t n, size_t a) { return (n + a - 1) / a * a; }
   size_t bell_offset() const { return align(sizeof(segment_header), util::cache_line); }
   size_t lanes_offset() const { return align(bell_offset() + sizeof(bell), 4096); }
-  // A lane: head, tail (each its own line), then the cells on a page boundary.
-  size_t lane_stride() const { return 4096 + align(cell_size * ncells, 4096); }
+  // A lane: head, tail (each its own line), then the cells on a page boundary, then the
+  // bodies (cell_size bytes each) on the next.
+  size_t cells_bytes() const { return align(cell_line * ncells, 4096); }
+  size_t lane_stride() const { return 4096 + cells_bytes() + align(cell_size * ncells, 4096); }
   size_t head_offset(size_t lane) const { return lanes_offset() + lane_stride() * lane; }
   size_t tail_offset(size_t lane) const { return head_offset(lane) + sizeof(ring_index); }
   size_t cells_offset(size_t lane) const { return head_offset(lane) + 4096; }
+  size_t bodies_offset(size_t lane) const { return cells_offset(lane) + cells_bytes(); }
   size_t channels_offset() const { return lanes_offset() + lane_stride() * nlanes; }
   size_t channel_stride() const {
     return align(sizeof(channel_header), 4096) + chunk_size * nslots;

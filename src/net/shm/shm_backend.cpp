@@ -19,6 +19,7 @@
 #include "util/log.hpp"
 #include "util/mpmc_queue.hpp"
 #include "util/process.hpp"
+#include "util/small_copy.hpp"
 #include "util/thread_index.hpp"
 
 namespace weft::net::shm {
@@ -185,8 +186,9 @@ shm_device::shm_device(shm_context& ctx, int index, const device_config& cfg)
     ln.tail = new (own_base_ + geo_.tail_offset(l)) ring_index{};
     ln.tail->value.store(0);
     ln.cells = own_base_ + geo_.cells_offset(l);
+    ln.bodies = own_base_ + geo_.bodies_offset(l);
     for (size_t i = 0; i < geo_.ncells; ++i) {
-      auto* c = new (ln.cells + i * geo_.cell_size) cell_header{};
+      auto* c = new (ln.cells + i * cell_line) cell_header{};
       c->seq.store(i, std::memory_order_relaxed);
     }
   }
@@ -259,6 +261,7 @@ shm_device::shm_device(shm_context& ctx, int index, const device_config& cfg)
     for (size_t l = 0; l < geo_.nlanes; ++l) {
       p->lanes[l].tail = reinterpret_cast<ring_index*>(p->base + geo_.tail_offset(l));
       p->lanes[l].cells = p->base + geo_.cells_offset(l);
+      p->lanes[l].bodies = p->base + geo_.bodies_offset(l);
     }
     p->pid = ctx.pid_of(r);
     if (r != me)
@@ -289,18 +292,20 @@ bool shm_device::enqueue(int rank, uint8_t kind, const void* a, size_t alen, con
   const lane& ln = p.lanes[util::thread_index() % geo_.nlanes];
   uint64_t pos = ln.tail->value.load(std::memory_order_relaxed);
   for (;;) {
-    auto* c = reinterpret_cast<cell_header*>(ln.cells + (pos & mask_) * geo_.cell_size);
+    cell_header* c = ln.cell(pos, mask_);
     uint64_t seq = c->seq.load(std::memory_order_acquire);
     int64_t dif = int64_t(seq - pos);
     if (dif == 0) {
       if (ln.tail->value.compare_exchange_weak(pos, pos + 1, std::memory_order_seq_cst,
                                                std::memory_order_relaxed)) {
-        c->len = uint32_t(alen + blen);
+        const size_t len = alen + blen;
+        c->len = uint32_t(len);
         c->src = uint16_t(ctx_.boot().rank());
         c->kind = kind;
-        char* data = reinterpret_cast<char*>(c + 1);
-        if (alen) memcpy(data, a, alen);
-        if (blen) memcpy(data + alen, b, blen);
+        char* data = len <= inline_capacity ? reinterpret_cast<char*>(c + 1)
+                                            : ln.body(pos, mask_, geo_.cell_size);
+        util::small_copy(data, a, alen);
+        util::small_copy(data + alen, b, blen);
         c->seq.store(pos + 1, std::memory_order_release);
         // The claim above was a sequentially consistent read-modify-write of the tail, and
         // a sleeper arms the bell before it rereads every tail: either it sees this claim
@@ -483,8 +488,8 @@ bool shm_device::serve_get(int rank, const get_request_msg& m) {
   return true;
 }
 
-void shm_device::handle_cell(sink& s, const cell_header* c) {
-  const char* data = reinterpret_cast<const char*>(c + 1);
+void shm_device::handle_cell(sink& s, const cell_header* c, const char* body) {
+  const char* data = c->len <= inline_capacity ? reinterpret_cast<const char*>(c + 1) : body;
   const int src = c->src;
   const int me = ctx_.boot().rank();
   if (src >= int(peers_.size()) || c->len > max_message_size()) {
@@ -561,24 +566,34 @@ void shm_device::handle_cell(sink& s, const cell_header* c) {
 }
 
 size_t shm_device::drain_lane(sink& s, const lane& ln, size_t max) {
+  // Cells are claimed in runs: the ready cells' sequence words are read with plain loads
+  // (so their misses overlap) and one compare-and-swap on the head takes them all, instead
+  // of one locked instruction, and one exposed miss, per message.
+  constexpr size_t run_max = 16;
   size_t n = 0;
   uint64_t pos = ln.head->value.load(std::memory_order_relaxed);
   while (n < max) {
-    auto* c = reinterpret_cast<cell_header*>(ln.cells + (pos & mask_) * geo_.cell_size);
-    uint64_t seq = c->seq.load(std::memory_order_acquire);
-    int64_t dif = int64_t(seq - (pos + 1));
-    if (dif == 0) {
-      if (ln.head->value.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) {
-        handle_cell(s, c);
-        c->seq.store(pos + geo_.ncells, std::memory_order_release);
-        ++n;
-        pos = ln.head->value.load(std::memory_order_relaxed);
-      }
-    } else if (dif < 0) {
-      break;  // empty
-    } else {
-      pos = ln.head->value.load(std::memory_order_relaxed);
+    const size_t limit = std::min(run_max, max - n);
+    size_t k = 0;
+    while (k < limit && ln.cell(pos + k, mask_)->seq.load(std::memory_order_acquire) == pos + k + 1)
+      ++k;
+    if (k == 0) {
+      const uint64_t seq = ln.cell(pos, mask_)->seq.load(std::memory_order_relaxed);
+      if (int64_t(seq - (pos + 1)) < 0) break;               // empty
+      pos = ln.head->value.load(std::memory_order_relaxed);  // another consumer took it
+      continue;
     }
+    if (!ln.head->value.compare_exchange_weak(pos, pos + k, std::memory_order_relaxed)) continue;
+    for (size_t i = 0; i < k; ++i) {
+      cell_header* c = ln.cell(pos + i, mask_);
+      if (c->kind == kind_message && c->len <= inline_capacity && c->src < peers_.size())
+        s.on_message(c->src, c + 1, c->len);  // an inject message: no detour
+      else
+        handle_cell(s, c, ln.body(pos + i, mask_, geo_.cell_size));
+      c->seq.store(pos + i + geo_.ncells, std::memory_order_release);
+    }
+    n += k;
+    pos += k;
   }
   return n;
 }

@@ -54,7 +54,14 @@ class shm_device final : public device {
   struct lane {
     ring_index* head = nullptr;  // own lanes only
     ring_index* tail = nullptr;
-    char* cells = nullptr;
+    char* cells = nullptr;   // ncells lines
+    char* bodies = nullptr;  // ncells slots of cell_size bytes
+    cell_header* cell(uint64_t pos, uint64_t mask) const {
+      return reinterpret_cast<cell_header*>(cells + (pos & mask) * cell_line);
+    }
+    char* body(uint64_t pos, uint64_t mask, size_t cell_size) const {
+      return bodies + (pos & mask) * cell_size;
+    }
   };
   struct peer {
     segment seg;
@@ -109,7 +116,8 @@ class shm_device final : public device {
   };
 
   bool enqueue(int rank, uint8_t kind, const void* a, size_t alen, const void* b, size_t blen);
-  void handle_cell(sink& s, const cell_header* c);
+  // body: the cell's body slot, where the message is when it does not fit inline.
+  void handle_cell(sink& s, const cell_header* c, const char* body);
   uint32_t claim_channel();
   void send_note(int rank, const void* note, size_t len);
   void log_refusal(const char* op, int rank, rkey_t k, uint64_t addr, size_t size, const char* why);
