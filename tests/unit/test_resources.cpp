@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstring>
 #include <set>
 #include <thread>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "util/index_stack.hpp"
 #include "util/mpmc_array.hpp"
 #include "util/mpmc_queue.hpp"
+#include "util/small_copy.hpp"
 
 using namespace weft;
 using namespace weft::detail;
@@ -175,6 +177,39 @@ TEST(PacketPool, ThreadsStealAndNoPacketIsHeldTwice) {
   });
   EXPECT_GT(gets.load(), 10000);
   EXPECT_EQ(pool.available(), 64u);
+}
+
+// A thread's private stack keeps at most npackets / 64 of the packets it puts back; the
+// rest reach its deque, where another thread steals them.
+TEST(PacketPool, PacketsPutByOneThreadReachAnotherButThePrivateStack) {
+  const size_t n = 1024, bound = n / 64;
+  packet_pool_impl pool(256, n);
+  std::vector<void*> all;
+  while (void* p = pool.get()) all.push_back(p);
+  ASSERT_EQ(all.size(), n);
+  std::thread([&] {
+    for (void* p : all) pool.put(p);
+  }).join();
+  EXPECT_EQ(pool.available(), n);
+  std::set<void*> again;
+  while (void* p = pool.get()) ASSERT_TRUE(again.insert(p).second) << "packet handed out twice";
+  EXPECT_GE(again.size(), n - bound);
+  EXPECT_LT(again.size(), n);  // the other thread's stack is private: not reachable here
+  for (void* p : again) pool.put(p);
+  EXPECT_EQ(pool.available(), n);
+}
+
+TEST(SmallCopy, EveryLengthUpToSixtyFourCopiesExactlyAndNothingElse) {
+  char src[80], dst[80];
+  for (size_t i = 0; i < sizeof(src); ++i) src[i] = char(i * 7 + 1);
+  for (size_t n = 0; n <= 64; ++n) {
+    memset(dst, 0x5a, sizeof(dst));
+    weft::util::small_copy(dst + 3, src + 5, n);
+    for (size_t i = 0; i < sizeof(dst); ++i) {
+      const char want = i >= 3 && i < 3 + n ? src[5 + i - 3] : char(0x5a);
+      ASSERT_EQ(dst[i], want) << "length " << n << ", byte " << i;
+    }
+  }
 }
 
 TEST(PacketPool, EmptyPoolReturnsNull) {
