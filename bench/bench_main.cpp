@@ -237,6 +237,9 @@ int main(int argc, char** argv) {
     });
     report("latency", 8, sum.load() / o.threads * 1e6, "us");
   } else if (o.workload == "rate") {
+    // Warm-up, untimed: first touches of buffers and packets, connection set-up.
+    run_threads(
+        [&](lane_t& l) { rate(l, initiator, loopback, am, std::max<long>(64, o.iters / 10)); });
     std::atomic<long> msgs{0};
     double s =
         run_threads([&](lane_t& l) { msgs.fetch_add(rate(l, initiator, loopback, am, o.iters)); });

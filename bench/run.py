@@ -327,7 +327,7 @@ def write_doc(path, med, groups, commands, rounds, quick, plots, out):
         lines.append("")
     lines += ["## Commands", "", "Each round ran these once, in this order (`limit` is `../shared/tools/shmlimit.c lat` and `pipe`):", "", "```"] + commands + ["```", "",
               "Workloads (bench/bench_main.cpp, identical for every library): latency is an 8-byte ping-pong (one-way = round trip / 2); "
-              "rate is windows of 64 eight-byte messages closed by an acknowledgment (loopback: a thread sends its window to itself and consumes it); "
+              "rate is windows of 64 eight-byte messages closed by an acknowledgment, timed after an untimed warm-up of a tenth as many (loopback: a thread sends its window to itself and consumes it); "
               "bandwidth is windowed send/receive with the same buffers every time, at most 16 MiB in flight (window 16 up to 1 MiB). "
               "Weft active messages go into a completion queue and are freed with `std::free` (api `am`), or arrive in packets of the pool returned with `put_upacket` "
               "(api `am_packet`: `register_rcomp_x(cq).packet_delivery(true)()`, the recycled buffers that are the counterpart of MPI's); "
