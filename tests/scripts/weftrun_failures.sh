@@ -48,14 +48,17 @@ if [ "$ncores" -ge 2 ]; then
 fi
 
 # 6. SIGTERM to weftrun is forwarded; the job ends promptly.
-"$weftrun" -n 2 sleep 30 >"$out" 2>&1 &
+# A duration no other test uses, so pgrep finds only these ranks; they get up to 3 s to go
+# (the kernel reaps them after weftrun returns, and tests run side by side here).
+"$weftrun" -n 2 sleep 29.417 >"$out" 2>&1 &
 wpid=$!
 sleep 0.5
 kill -TERM $wpid
 wait $wpid; rc=$?
 [ $rc -eq 143 ] || fail "SIGTERM: rc $rc"
 grep -q "got signal 15" "$out" || fail "SIGTERM not reported"
-pgrep -f "sleep 30" >/dev/null && fail "ranks survived SIGTERM"
+for _ in $(seq 30); do pgrep -f "sleep 29.417" >/dev/null || break; sleep 0.1; done
+pgrep -f "sleep 29.417" >/dev/null && fail "ranks survived SIGTERM"
 pass "SIGTERM forwarded"
 
 # 7. --keep-going: survivors see errors naming the dead rank and finish their own traffic.
