@@ -9,33 +9,33 @@
 
 namespace weft::util {
 
+// Two overlapping moves of a W-byte word cover every length in [sizeof(W), 2 sizeof(W)].
+template <typename W>
+inline void copy_overlapping(char* d, const char* s, size_t n) {
+  W a, b;
+  std::memcpy(&a, s, sizeof(W));
+  std::memcpy(&b, s + n - sizeof(W), sizeof(W));
+  std::memcpy(d, &a, sizeof(W));
+  std::memcpy(d + n - sizeof(W), &b, sizeof(W));
+}
+
+struct bytes16 {
+  char b[16];
+};
+
 inline void small_copy(void* dst, const void* src, size_t n) {
   auto* d = static_cast<char*>(dst);
   auto* s = static_cast<const char*>(src);
-  // Two overlapping fixed-size moves cover every length in [k, 2k].
-  if (n >= 16 && n <= 32) {
-    char a[16], b[16];
-    std::memcpy(a, s, 16);
-    std::memcpy(b, s + n - 16, 16);
-    std::memcpy(d, a, 16);
-    std::memcpy(d + n - 16, b, 16);
-  } else if (n >= 8 && n < 16) {
-    uint64_t a, b;
-    std::memcpy(&a, s, 8);
-    std::memcpy(&b, s + n - 8, 8);
-    std::memcpy(d, &a, 8);
-    std::memcpy(d + n - 8, &b, 8);
-  } else if (n >= 4 && n < 8) {
-    uint32_t a, b;
-    std::memcpy(&a, s, 4);
-    std::memcpy(&b, s + n - 4, 4);
-    std::memcpy(d, &a, 4);
-    std::memcpy(d + n - 4, &b, 4);
-  } else if (n < 4) {
+  if (n >= 16 && n <= 32)
+    copy_overlapping<bytes16>(d, s, n);
+  else if (n >= 8 && n < 16)
+    copy_overlapping<uint64_t>(d, s, n);
+  else if (n >= 4 && n < 8)
+    copy_overlapping<uint32_t>(d, s, n);
+  else if (n < 4)
     for (size_t i = 0; i < n; ++i) d[i] = s[i];
-  } else {
+  else
     std::memcpy(d, s, n);
-  }
 }
 
 }  // namespace weft::util
