@@ -9,6 +9,7 @@
 #include <string>
 
 #include "backlog/backlog_queue.hpp"
+#include "comp/comp.hpp"
 #include "core/request.hpp"
 #include "core/wire.hpp"
 #include "net/backend.hpp"
@@ -19,7 +20,6 @@ namespace weft::detail {
 
 class runtime_impl;
 class packet_pool_impl;
-class comp_impl;
 
 class device_impl final : public net::sink {
  public:
@@ -39,7 +39,12 @@ class device_impl final : public net::sink {
 
   // Signals `c` with `s` (or queues the signal when `c` cannot take it now). `counted`:
   // the operation was counted as pending on `c`.
-  void complete(comp_impl* c, const status_t& s, bool counted);
+  // Inline: it is on the path of every arriving message.
+  void complete(comp_impl* c, const status_t& s, bool counted) {
+    if (!c) return;
+    if (counted) c->pending.fetch_sub(1, std::memory_order_relaxed);
+    if (!signal_comp(c, s)) defer_signal(c, s);
+  }
   // A control message sent from inside progress: queued in the backlog when the peer's
   // queue is full.
   // Completes `q` with `code` and the request's own fields, and frees it.
@@ -60,7 +65,9 @@ class device_impl final : public net::sink {
 
  private:
   // Reports what is wrong with `a` (util::fail); out of line so post's frame stays small.
-  [[gnu::noinline, gnu::cold]] void refuse_post(const comm_args& a);
+  [[noreturn, gnu::noinline, gnu::cold]] void refuse_post(const comm_args& a);
+  // The signal `c` could not take now, retried from the backlog.
+  [[gnu::noinline, gnu::cold]] void defer_signal(comp_impl* c, const status_t& s);
   status_t post_out(const comm_args& a);
   status_t post_in(const comm_args& a);
   status_t post_rendezvous(const comm_args& a, const wire_header& h);

@@ -54,6 +54,7 @@ void device_impl::refuse_post(const comm_args& a) {
         "unknown remote completion handle (" + std::to_string(rt.rcomp_count()) + " registered)");
   if (peer_dead(a.rank))
     util::fail(call, "rank", std::to_string(a.rank), "the peer process has died");
+  util::fail(call, "arguments", "?", "refused without a reason (a check in post is missing here)");
 }
 
 status_t device_impl::post(const comm_args& a) {

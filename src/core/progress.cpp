@@ -79,14 +79,11 @@ size_t device_impl::pending_operations() {
   return n;
 }
 
-void device_impl::complete(comp_impl* c, const status_t& s, bool counted) {
-  if (!c) return;
-  if (counted) c->pending.fetch_sub(1, std::memory_order_relaxed);
-  if (c->signal(s)) return;
+void device_impl::defer_signal(comp_impl* c, const status_t& s) {
   c->pending.fetch_add(1, std::memory_order_relaxed);
   backlog.push([c, s]() {
     c->pending.fetch_sub(1, std::memory_order_relaxed);
-    if (c->signal(s)) return true;
+    if (signal_comp(c, s)) return true;
     c->pending.fetch_add(1, std::memory_order_relaxed);
     return false;
   });
@@ -179,8 +176,8 @@ void device_impl::on_other_message(int rank, const char* p, size_t len) {
     return false;
   };
   switch (msg_type(h.type)) {
-    case msg_type::eager_am: deliver_am(rank, h, body, blen); return;
-    case msg_type::eager_send: arrive_send(rank, h, body, blen); return;
+    case msg_type::eager_am:
+    case msg_type::eager_send: break;  // on_message's own path: not sent here
     case msg_type::rts_send:
     case msg_type::rts_am: {
       if (!need(sizeof(rts_body))) return;
@@ -256,8 +253,6 @@ void device_impl::deliver_am(int rank, const wire_header& h, const char* data, s
   s.tag = h.tag;
   s.buf = buf;
   s.size = size;
-  // The common target is a completion queue: pushed without the virtual call.
-  if (e->comp && e->comp->kind == comp_kind::cq && static_cast<cq_impl*>(e->comp)->push(s)) return;
   complete(e->comp, s, false);
 }
 

@@ -43,10 +43,11 @@ class packet_pool_impl {
     util::spinlock lock;
     size_t head = 0, count = 0;
     std::unique_ptr<void*[]> slots;
-    // The owner's private stack (own line; read by others only in available()).
+    size_t mask = 0;  // capacity - 1, a power of two: no division on the critical path
+    // The owner's private stack, on lines of its own: stealers touch only the line above
+    // (available() reads `cached`, but only when the pool is quiescent).
     alignas(util::cache_line) void* cache[32];
     std::atomic<size_t> cached{0};
-    size_t mask = 0;  // capacity - 1, a power of two: no division on the critical path
     void push_back(void* p) { slots[(head + count++) & mask] = p; }
     void* pop_back() { return count ? slots[(head + --count) & mask] : nullptr; }
     void* pop_front() {

@@ -488,8 +488,18 @@ bool shm_device::serve_get(int rank, const get_request_msg& m) {
   return true;
 }
 
-void shm_device::handle_cell(sink& s, const cell_header* c, const char* body) {
+// Inline into drain_lane: one call fewer per message.
+[[gnu::always_inline]] inline void shm_device::handle_cell(sink& s, const cell_header* c,
+                                                           const char* body) {
   const char* data = c->len <= inline_capacity ? reinterpret_cast<const char*>(c + 1) : body;
+  if (c->kind == kind_message && c->src < peers_.size() && c->len <= max_message_size()) {
+    s.on_message(c->src, data, c->len);
+    return;
+  }
+  handle_other_cell(s, c, data);
+}
+
+void shm_device::handle_other_cell(sink& s, const cell_header* c, const char* data) {
   const int src = c->src;
   const int me = ctx_.boot().rank();
   if (src >= int(peers_.size()) || c->len > max_message_size()) {
@@ -498,7 +508,7 @@ void shm_device::handle_cell(sink& s, const cell_header* c, const char* body) {
     return;
   }
   switch (c->kind) {
-    case kind_message: s.on_message(src, data, c->len); return;
+    case kind_message: break;  // handle_cell's own path: not reached here
     case kind_put_start: {
       put_start_msg m;
       if (c->len != sizeof(m)) break;
@@ -586,10 +596,7 @@ size_t shm_device::drain_lane(sink& s, const lane& ln, size_t max) {
     if (!ln.head->value.compare_exchange_weak(pos, pos + k, std::memory_order_relaxed)) continue;
     for (size_t i = 0; i < k; ++i) {
       cell_header* c = ln.cell(pos + i, mask_);
-      if (c->kind == kind_message && c->len <= inline_capacity && c->src < peers_.size())
-        s.on_message(c->src, c + 1, c->len);  // an inject message: no detour
-      else
-        handle_cell(s, c, ln.body(pos + i, mask_, geo_.cell_size));
+      handle_cell(s, c, ln.body(pos + i, mask_, geo_.cell_size));
       c->seq.store(pos + i + geo_.ncells, std::memory_order_release);
     }
     n += k;

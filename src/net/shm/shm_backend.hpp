@@ -116,8 +116,11 @@ class shm_device final : public device {
   };
 
   bool enqueue(int rank, uint8_t kind, const void* a, size_t alen, const void* b, size_t blen);
-  // body: the cell's body slot, where the message is when it does not fit inline.
+  // body: the cell's body slot, where the message is when it does not fit inline. Core
+  // messages are handed on here; backend cells and malformed ones go out of line.
   void handle_cell(sink& s, const cell_header* c, const char* body);
+  [[gnu::noinline, gnu::cold]] void handle_other_cell(sink& s, const cell_header* c,
+                                                      const char* data);
   uint32_t claim_channel();
   void send_note(int rank, const void* note, size_t len);
   void log_refusal(const char* op, int rank, rkey_t k, uint64_t addr, size_t size, const char* why);
