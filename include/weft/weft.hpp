@@ -85,7 +85,9 @@ inline rcomp_t register_rcomp(comp_t comp) {
 WEFT_API void deregister_rcomp(rcomp_t rcomp, runtime_t runtime = {});
 
 // Completion checking.
-WEFT_API status_t cq_pop(comp_t cq);  // error retry when empty
+// Error retry when empty. An active message of at most 16 bytes gets its malloc'd buffer
+// here, on the popping thread (error_nomem if none can be had): docs/api.md.
+WEFT_API status_t cq_pop(comp_t cq);
 WEFT_API size_t cq_size(comp_t cq);
 // True once the synchronizer got its threshold of signals; copies them into `statuses`
 // (an array of threshold entries, or nullptr) and resets it for reuse.

@@ -4,9 +4,11 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 
 #include "util/mpmc_queue.hpp"
+#include "util/small_copy.hpp"
 #include "weft/types.hpp"
 
 namespace weft::detail {
@@ -41,15 +43,53 @@ class sync_impl final : public comp_impl {
   alignas(64) std::atomic<size_t> ready_{0};
 };
 
+// Payload bytes that a completion queue entry holds itself: a queue cell is a cache line,
+// and its sequence word and the status leave this much of it unused.
+inline constexpr size_t cq_inline_max = 16;
+
 class cq_impl final : public comp_impl {
  public:
   explicit cq_impl(size_t depth) : comp_impl(comp_kind::cq), q_(depth) {}
-  bool signal(const status_t& s) override { return q_.push(s); }
-  bool pop(status_t& out) { return q_.pop(out); }
+  bool signal(const status_t& s) override {
+    return q_.push_with([&](entry& e) { e.s = s; });
+  }
+  // An active message of at most cq_inline_max bytes whose malloc'd buffer pop() allocates,
+  // on the thread that takes the message and will free it. Allocated in progress instead,
+  // a window of messages outgrows glibc's per-thread cache (7 chunks of a size) and every
+  // chunk past it takes the arena's slower path twice; see docs/concepts.md.
+  bool signal_inline(const status_t& s, const void* data, size_t n) {
+    return q_.push_with([&](entry& e) {
+      e.s = s;
+      e.s.buf = &inline_tag;
+      util::small_copy(e.data, data, n);
+    });
+  }
+  // A payload kept in its entry is copied to a new malloc'd buffer here; when none can be
+  // had the status says error_nomem (buf null, size the message's).
+  bool pop(status_t& out) {
+    return q_.pop_with([&](entry& e) {
+      out = e.s;
+      if (out.buf != &inline_tag) return;
+      // Bounded for the compiler too: signal_inline stored at most cq_inline_max bytes.
+      const size_t n = out.size < cq_inline_max ? out.size : cq_inline_max;
+      out.buf = std::malloc(n ? n : 1);
+      if (out.buf)
+        util::small_copy(out.buf, e.data, n);
+      else
+        out.error = errorcode_t::error_nomem;
+    });
+  }
   size_t size() const { return q_.size_approx(); }
 
  private:
-  util::mpmc_queue<status_t> q_;
+  struct entry {
+    status_t s;
+    unsigned char data[cq_inline_max];
+  };
+  static_assert(sizeof(entry) + sizeof(size_t) <= util::cache_line);
+  // The address that marks a status whose payload is in its entry.
+  static inline constinit char inline_tag = 0;
+  util::mpmc_queue<entry> q_;
 };
 
 // Signals `c`: a completion queue, the usual target on the critical path, without the

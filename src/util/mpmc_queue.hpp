@@ -26,6 +26,16 @@ class mpmc_queue {
   }
 
   bool push(const T& v) {
+    return push_with([&](T& slot) { slot = v; });
+  }
+  bool pop(T& out) {
+    return pop_with([&](T& slot) { out = slot; });
+  }
+
+  // push and pop that write or read the value in its cell (a wide T need not be copied
+  // whole): `fill(T&)` runs once a cell is claimed, `take(T&)` before it is given back.
+  template <typename Fill>
+  bool push_with(Fill&& fill) {
     size_t pos = tail_.load(std::memory_order_relaxed);
     for (;;) {
       cell& c = cells_[pos & mask_];
@@ -33,7 +43,7 @@ class mpmc_queue {
       intptr_t dif = intptr_t(seq) - intptr_t(pos);
       if (dif == 0) {
         if (tail_.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) {
-          c.value = v;
+          fill(c.value);
           c.seq.store(pos + 1, std::memory_order_release);
           return true;
         }
@@ -45,7 +55,8 @@ class mpmc_queue {
     }
   }
 
-  bool pop(T& out) {
+  template <typename Take>
+  bool pop_with(Take&& take) {
     size_t pos = head_.load(std::memory_order_relaxed);
     for (;;) {
       cell& c = cells_[pos & mask_];
@@ -53,7 +64,7 @@ class mpmc_queue {
       intptr_t dif = intptr_t(seq) - intptr_t(pos + 1);
       if (dif == 0) {
         if (head_.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) {
-          out = c.value;
+          take(c.value);
           c.seq.store(pos + mask_ + 1, std::memory_order_release);
           return true;
         }
