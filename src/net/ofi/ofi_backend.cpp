@@ -92,28 +92,6 @@ std::unique_ptr<device> ofi_context::alloc_device(int index, const device_config
   return std::make_unique<ofi_device>(*this, index, cfg);
 }
 
-mr_t ofi_context::register_memory(void* base, size_t size) {
-  fid_mr* mr = nullptr;
-  const uint64_t requested = next_key();  // never reused: a stale key misses
-  check(fi_mr_reg(domain_, base, size, FI_REMOTE_READ | FI_REMOTE_WRITE | FI_READ | FI_WRITE, 0,
-                  requested, 0, &mr, nullptr),
-        "fi_mr_reg");
-  mr_t m;
-  m.base = base;
-  m.size = size;
-  m.key = fi_mr_key(mr);
-  // The generation carries what the initiator needs besides the key: the region's address,
-  // to address by offset where the provider wants it.
-  m.generation = reinterpret_cast<uint64_t>(base);
-  m.backend = mr;
-  return m;
-}
-
-void ofi_context::deregister_memory(mr_t& mr) {
-  if (mr.backend) fi_close(&static_cast<fid_mr*>(mr.backend)->fid);
-  mr.backend = nullptr;
-}
-
 // ---- device -------------------------------------------------------------------------------
 ofi_device::ofi_device(ofi_context& ctx, int index, const device_config& cfg)
     : ctx_(ctx),
@@ -134,6 +112,7 @@ ofi_device::ofi_device(ofi_context& ctx, int index, const device_config& cfg)
   check(fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)");
   check(fi_ep_bind(ep_, &av_->fid, 0), "fi_ep_bind(av)");
   check(fi_enable(ep_), "fi_enable");
+  ctx.attach(index, this);
 
   // Addresses: every rank publishes its endpoint's name, then inserts all in rank order,
   // so that a peer's fi_addr_t is its rank's entry.
@@ -186,6 +165,7 @@ ofi_device::~ofi_device() {
            index_, static_cast<unsigned long long>(notify_counts_.by_data),
            static_cast<unsigned long long>(notify_counts_.parked),
            static_cast<unsigned long long>(notify_counts_.by_message));
+  ctx_.detach(index_);
   if (ep_) fi_close(&ep_->fid);
   if (av_) fi_close(&av_->fid);
   if (cq_) fi_close(&cq_->fid);
@@ -278,7 +258,7 @@ bool ofi_device::send_definition(int rank, const note_sender::use& u, const void
 
 bool ofi_device::try_put(int rank, const void* src, size_t size, uint64_t remote_addr, rkey_t k,
                          const void* note, size_t note_len, void* ctx) {
-  if (k.key == 0) {
+  if (k.key == 0 && k.generation == 0) {
     // The core's rendezvous data into a buffer the target named: streamed as messages.
     auto s = std::make_unique<stream>();
     s->rank = rank;
@@ -304,10 +284,24 @@ bool ofi_device::try_get(int rank, void* dst, size_t size, uint64_t remote_addr,
 // A write (complete once delivered at the target) or a read into the peer's registration.
 bool ofi_device::rma(bool write, int rank, void* local, size_t size, uint64_t remote_addr, rkey_t k,
                      const void* note, size_t note_len, void* ctx) {
+  uint64_t base = 0;
+  {
+    util::lock_guard<util::spinlock> g(keys_lock_);
+    const char* why = resolve(rank, k, remote_addr, size, &base);
+    if (!why) return false;  // the owner is being asked: the core retries
+    if (*why) {
+      WEFT_LOG(debug, "ofi: %s of %zu bytes at rank %d refused: %s", write ? "put" : "get", size,
+               rank, why);
+      refuse_access(write, ctx);
+      return true;
+    }
+    access_started(rank, k.generation);
+  }
   op* o = rma_ops_.get();
   o->kind = write ? op::write : op::read;
   o->rank = rank;
   o->ctx = ctx;
+  o->region = k.generation;
   uint64_t flags = FI_COMPLETION | (write ? FI_DELIVERY_COMPLETE : 0);
   uint64_t data = 0;
   note_sender::use u;
@@ -327,7 +321,7 @@ bool ofi_device::rma(bool write, int rank, void* local, size_t size, uint64_t re
   if (ctx_.mr_local() && size)
     o->local_mr = register_local(local, size, write ? FI_WRITE : FI_READ);
   void* desc = o->local_mr ? fi_mr_desc(o->local_mr) : nullptr;
-  fi_rma_iov target{ctx_.virt_addr() ? remote_addr : remote_addr - k.generation, size, k.key};
+  fi_rma_iov target{ctx_.virt_addr() ? remote_addr : remote_addr - base, size, k.key};
   fi_msg_rma msg{&iov, &desc, 1, peers_[size_t(rank)], &target, 1, &o->fi, data};
   ssize_t rc = write ? fi_writemsg(ep_, &msg, flags) : fi_readmsg(ep_, &msg, flags);
   if (rc == 0) return true;
@@ -336,12 +330,9 @@ bool ofi_device::rma(bool write, int rank, void* local, size_t size, uint64_t re
            fi_strerror(int(-rc)));
   if (o->local_mr) fi_close(&o->local_mr->fid);
   rma_ops_.put(o);
+  access_finished(rank, k.generation);
   if (rc != -FI_EAGAIN) check(rc, write ? "fi_writemsg" : "fi_readmsg");
   return false;
-}
-
-const char* ofi_device::check_remote(int, uint64_t, size_t, rkey_t) {
-  return nullptr;  // the provider checks the key at the target
 }
 
 void ofi_device::advance_streams() {
@@ -388,6 +379,10 @@ void ofi_device::received(sink& s, op* o, size_t len) {
       return;
     }
     case kind_pong: return;
+    case kind_key_request:
+    case kind_key_reply:
+    case kind_revoke:
+    case kind_revoke_ack: key_message(src, p.kind, body, blen); return;
     case kind_notify:
       ++notify_counts_.by_message;
       s.on_remote_notify(src, body, blen);
@@ -485,6 +480,7 @@ void ofi_device::complete(sink& s, op* o, bool ok) {
         memcpy(n.note, o->note, o->note_len);
         notes_.push_back(n);
       }
+      access_finished(o->rank, o->region);
       if (o->kind == op::write)
         s.on_put_local_done(o->ctx, ok);
       else
@@ -509,6 +505,7 @@ size_t ofi_device::poll(sink& s, size_t max) {
     for (uint32_t i : again) post_recv(i);
   }
   advance_streams();
+  n += flush_control(s);
   fi_cq_data_entry e[16];
   while (n < max) {
     ssize_t got = fi_cq_read(cq_, e, std::min<size_t>(16, max - n));

@@ -9,6 +9,11 @@
 //                (note_slots.hpp); when no slot is free, and for a get, a message once the
 //                write is delivered or the read has completed
 //   rendezvous   (the core's put with key 0 into a buffer it named) streamed as messages
+// A handle names its registration by an id that is never reused (rkey_t::generation) besides
+// the provider's key. A device checks a peer's registration with its owner before the first
+// access (remote_keys.cpp); deregistration revokes every device's copy and completes once
+// each has no access in flight, so a stale handle is refused here and never reaches the
+// provider (tcp;ofi_rxm drops the connection when it refuses a key).
 // Every message starts with an 8-byte prefix naming the sender, since not every provider
 // reports the source address (FI_SOURCE).
 #pragma once
@@ -19,7 +24,9 @@
 #include <atomic>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "net/backend.hpp"
@@ -50,6 +57,9 @@ class ofi_device final : public device {
   bool peer_alive(int rank) override;
   void forget_peer(int rank) override;
 
+  // Called by the context (any thread): tell `rank` that registration `id` is gone.
+  void queue_revoke(int rank, uint64_t id);
+
   struct prefix {
     uint32_t src;
     uint8_t kind;  // msg_kind
@@ -61,7 +71,19 @@ class ofi_device final : public device {
     kind_notify,
     kind_ping,
     kind_pong,
-    kind_note_define
+    kind_note_define,
+    kind_key_request,  // key_request: may this device access registration `id`?
+    kind_key_reply,    // key_reply
+    kind_revoke,       // uint64_t id: the registration is gone; acknowledge when idle
+    kind_revoke_ack    // uint64_t id
+  };
+  struct key_request {
+    uint64_t id, key;
+  };
+  struct key_reply {
+    uint64_t id, base, size;
+    uint8_t found;
+    uint8_t pad[7];
   };
   // A piece of a rendezvous stream: `len` bytes for address `dst` of the target.
   struct chunk_header {
@@ -89,6 +111,7 @@ class ofi_device final : public device {
     void* ctx = nullptr;         // write / read: the core's context
     stream* owner = nullptr;     // send of a rendezvous chunk
     fid_mr* local_mr = nullptr;  // FI_MR_LOCAL: the registration of a user buffer
+    uint64_t region = 0;         // write / read: the registration id (remote_keys.cpp)
     int32_t note_slot = -1;      // write notified through CQ data: its slot
     uint32_t note_len = 0;       // notified by message afterwards
     char note[max_note_size];
@@ -107,6 +130,15 @@ class ofi_device final : public device {
   bool rma(bool write, int rank, void* local, size_t size, uint64_t remote_addr, rkey_t k,
            const void* note, size_t note_len, void* ctx);
   void advance_streams();
+  // remote_keys.cpp. Under keys_lock_: why an access cannot go ahead, "" when it can (its
+  // registration's base in *base), nullptr while the owner is being asked.
+  const char* resolve(int rank, rkey_t k, uint64_t addr, size_t size, uint64_t* base);
+  void access_started(int rank, uint64_t id);  // under keys_lock_
+  void access_finished(int rank, uint64_t id);
+  void refuse_access(bool write, void* ctx);  // reported by the next poll
+  void key_message(int src, uint8_t kind, const char* body, size_t len);
+  void send_control(int rank, uint8_t kind, const void* body, size_t len);
+  size_t flush_control(sink& s);
   void* send_desc() const;  // of the send buffers, when they are registered
   fid_mr* register_local(void* buf, size_t len, uint64_t access);
 
@@ -158,6 +190,33 @@ class ofi_device final : public device {
   };
   std::unique_ptr<liveness[]> live_;
   util::spinlock live_lock_;
+
+  // Peers' registrations this device has asked about, per (rank, id).
+  struct remote_key {
+    enum state_t : uint8_t { fetching, ready, refused } state = fetching;
+    bool ack_owed = false;  // revoked with accesses in flight: acknowledge when they end
+    uint32_t in_flight = 0;
+    uint64_t key = 0, base = 0, size = 0;
+  };
+  struct pair_hash {
+    size_t operator()(const std::pair<int, uint64_t>& p) const {
+      return std::hash<uint64_t>()(p.second * 0x9e3779b97f4a7c15ull ^ uint64_t(p.first));
+    }
+  };
+  util::spinlock keys_lock_;  // keys_, control_out_, refused_
+  std::unordered_map<std::pair<int, uint64_t>, remote_key, pair_hash> keys_;
+  struct control {
+    int rank;
+    uint8_t kind;
+    uint8_t len;
+    char body[sizeof(key_reply)];
+  };
+  std::vector<control> control_out_;  // could not be sent at once; sent in order by poll
+  struct refusal {
+    bool write;
+    void* ctx;
+  };
+  std::vector<refusal> refused_;
 };
 
 class ofi_context final : public context {
@@ -168,8 +227,8 @@ class ofi_context final : public context {
   std::unique_ptr<device> alloc_device(int index, const device_config& cfg) override;
   mr_t register_memory(void* base, size_t size) override;
   void deregister_memory(mr_t& mr) override;
-  bool region_idle(const mr_t&) override { return true; }
-  void release_region(mr_t&) override {}
+  bool region_idle(const mr_t& mr) override;
+  void release_region(mr_t& mr) override;
   rkey_t get_rkey(const mr_t& mr) override { return rkey_t{mr.key, mr.generation}; }
   std::string describe() const override;
 
@@ -191,7 +250,22 @@ class ofi_context final : public context {
   // and a stale remote key must not reach a newer region).
   uint64_t next_key() { return next_key_.fetch_add(1); }
 
+  // A peer's question through device `dev`: may it access registration `id` with provider
+  // key `key`? If so, its extent, and the peer is remembered so that deregistration
+  // revokes its copy.
+  bool lookup_for_peer(uint64_t id, uint64_t key, int rank, int dev, uint64_t& base,
+                       uint64_t& size);
+  void revoke_acknowledged(uint64_t id, int rank, int dev);
+  void attach(int index, ofi_device* d);
+  void detach(int index);
+
  private:
+  struct registration {
+    fid_mr* mr = nullptr;
+    uint64_t key = 0, base = 0, size = 0;
+    bool revoked = false;
+    std::vector<std::pair<int, int>> fetchers;  // (rank, device) that may access it
+  };
   std::shared_ptr<bootstrap::bootstrap> boot_;
   const int context_id_;
   fi_info* info_ = nullptr;
@@ -203,6 +277,9 @@ class ofi_context final : public context {
   bool cq_data_ = false;
   int64_t peer_timeout_ns_ = 0;
   std::atomic<uint64_t> next_key_{1};
+  std::mutex lock_;  // registrations and devices; never on the critical path
+  std::map<uint64_t, std::unique_ptr<registration>> regs_;
+  std::vector<ofi_device*> devices_;
 };
 
 }  // namespace weft::net::ofi

@@ -222,6 +222,9 @@ void ucx_device::queue_revoke(int rank, uint64_t key) {
 // ---- one-sided ----------------------------------------------------------------------------
 
 const char* ucx_device::resolve(int rank, rkey_t k, uint64_t addr, size_t size, remote_key** out) {
+  // The key alone names a registration here (get_rkey gives generation 0): another
+  // generation is a forged or corrupted handle.
+  if (k.generation != 0) return "the handle's generation is not its region's";
   auto [it, fresh] = keys_.try_emplace({rank, k.key});
   if (fresh) {
     control_out_.push_back(

@@ -1,0 +1,257 @@
+// Registrations and the checks that keep a stale handle away from the provider. A device
+// asks a registration's owner once per (peer, registration) before accessing it; the owner
+// remembers who asked, and deregistration revokes each copy. A device acknowledges a
+// revocation once its writes with that registration are delivered and its reads done, and
+// only then does the owner close the registration. tcp;ofi_rxm breaks the connection when it
+// refuses a key, so without this one stale handle would hang every later message to that
+// peer.
+#include <rdma/fi_domain.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "net/ofi/ofi_backend.hpp"
+#include "util/fail.hpp"
+#include "util/log.hpp"
+
+namespace weft::net::ofi {
+
+// ---- the owner's side (context) -------------------------------------------------------------
+
+mr_t ofi_context::register_memory(void* base, size_t size) {
+  fid_mr* mr = nullptr;
+  const uint64_t id = next_key();  // never reused: a stale handle names nothing
+  int rc = fi_mr_reg(domain_, base, size, FI_REMOTE_READ | FI_REMOTE_WRITE | FI_READ | FI_WRITE, 0,
+                     id, 0, &mr, nullptr);
+  if (rc != 0) util::fail("register_memory", "base", util::to_hex(base), fi_strerror(-rc));
+  auto r = std::make_unique<registration>();
+  r->mr = mr;
+  r->key = fi_mr_key(mr);  // the provider's own with FI_MR_PROV_KEY
+  r->base = reinterpret_cast<uint64_t>(base);
+  r->size = size;
+  mr_t m;
+  m.base = base;
+  m.size = size;
+  m.key = r->key;
+  m.generation = id;
+  m.backend = mr;
+  std::lock_guard<std::mutex> g(lock_);
+  regs_.emplace(id, std::move(r));
+  return m;
+}
+
+bool ofi_context::lookup_for_peer(uint64_t id, uint64_t key, int rank, int dev, uint64_t& base,
+                                  uint64_t& size) {
+  std::lock_guard<std::mutex> g(lock_);
+  auto it = regs_.find(id);
+  // A forged or mistyped handle may name a live id with another key: refused too.
+  if (it == regs_.end() || it->second->revoked || it->second->key != key) return false;
+  registration& r = *it->second;
+  const auto who = std::make_pair(rank, dev);
+  if (std::find(r.fetchers.begin(), r.fetchers.end(), who) == r.fetchers.end())
+    r.fetchers.push_back(who);
+  base = r.base;
+  size = r.size;
+  return true;
+}
+
+void ofi_context::deregister_memory(mr_t& mr) {
+  std::vector<std::pair<int, int>> fetchers;
+  std::vector<ofi_device*> devs;
+  {
+    std::lock_guard<std::mutex> g(lock_);
+    auto it = regs_.find(mr.generation);
+    if (it == regs_.end()) return;
+    it->second->revoked = true;
+    fetchers = it->second->fetchers;
+    devs = devices_;
+  }
+  for (auto [rank, dev] : fetchers)
+    if (size_t(dev) < devs.size() && devs[size_t(dev)])
+      devs[size_t(dev)]->queue_revoke(rank, mr.generation);
+}
+
+void ofi_context::revoke_acknowledged(uint64_t id, int rank, int dev) {
+  std::lock_guard<std::mutex> g(lock_);
+  auto it = regs_.find(id);
+  if (it != regs_.end()) std::erase(it->second->fetchers, std::make_pair(rank, dev));
+}
+
+bool ofi_context::region_idle(const mr_t& mr) {
+  std::lock_guard<std::mutex> g(lock_);
+  auto it = regs_.find(mr.generation);
+  if (it == regs_.end()) return true;
+  // A fetcher that died, or whose device is gone, will never acknowledge nor access again.
+  std::erase_if(it->second->fetchers, [&](std::pair<int, int> f) {
+    ofi_device* d = size_t(f.second) < devices_.size() ? devices_[size_t(f.second)] : nullptr;
+    return !d || !d->peer_alive(f.first);
+  });
+  return it->second->fetchers.empty();
+}
+
+void ofi_context::release_region(mr_t& mr) {
+  std::unique_ptr<registration> r;
+  {
+    std::lock_guard<std::mutex> g(lock_);
+    auto it = regs_.find(mr.generation);
+    if (it == regs_.end()) return;
+    r = std::move(it->second);
+    regs_.erase(it);
+  }
+  fi_close(&r->mr->fid);
+  mr = mr_t{};
+}
+
+void ofi_context::attach(int index, ofi_device* d) {
+  std::lock_guard<std::mutex> g(lock_);
+  if (devices_.size() <= size_t(index)) devices_.resize(size_t(index) + 1, nullptr);
+  devices_[size_t(index)] = d;
+}
+
+void ofi_context::detach(int index) {
+  std::lock_guard<std::mutex> g(lock_);
+  if (size_t(index) < devices_.size()) devices_[size_t(index)] = nullptr;
+}
+
+// ---- the accessing side (device) ------------------------------------------------------------
+
+const char* ofi_device::resolve(int rank, rkey_t k, uint64_t addr, size_t size, uint64_t* base) {
+  auto [it, fresh] = keys_.try_emplace({rank, k.generation});
+  remote_key& rk = it->second;
+  if (fresh) {
+    rk.key = k.key;
+    key_request q{k.generation, k.key};
+    send_control(rank, kind_key_request, &q, sizeof(q));
+    return nullptr;
+  }
+  switch (rk.state) {
+    case remote_key::fetching: return nullptr;
+    case remote_key::refused: return "the region has been deregistered";
+    case remote_key::ready: break;
+  }
+  if (rk.key != k.key) return "the handle's key is not its region's";
+  if (addr < rk.base || size > rk.size || addr - rk.base > rk.size - size)
+    return "the access lies outside the region";
+  if (base) *base = rk.base;
+  return "";
+}
+
+const char* ofi_device::check_remote(int rank, uint64_t remote_addr, size_t size, rkey_t k) {
+  if (k.key == 0 && k.generation == 0) return nullptr;  // a buffer the target's core named
+  util::lock_guard<util::spinlock> g(keys_lock_);
+  const char* why = resolve(rank, k, remote_addr, size, nullptr);  // asks the owner early
+  return why && *why ? why : nullptr;
+}
+
+void ofi_device::access_started(int rank, uint64_t id) {
+  ++keys_[{rank, id}].in_flight;
+}
+
+void ofi_device::access_finished(int rank, uint64_t id) {
+  util::lock_guard<util::spinlock> g(keys_lock_);
+  auto it = keys_.find({rank, id});
+  if (it == keys_.end() || it->second.in_flight == 0) return;
+  remote_key& rk = it->second;
+  if (--rk.in_flight == 0 && rk.ack_owed) {
+    rk.ack_owed = false;
+    send_control(rank, kind_revoke_ack, &id, sizeof(id));
+  }
+}
+
+void ofi_device::refuse_access(bool write, void* ctx) {
+  refused_.push_back(refusal{write, ctx});  // under keys_lock_
+}
+
+void ofi_device::queue_revoke(int rank, uint64_t id) {
+  util::lock_guard<util::spinlock> g(keys_lock_);
+  send_control(rank, kind_revoke, &id, sizeof(id));
+}
+
+// Under keys_lock_. Sent at once when nothing waits before it, else queued behind.
+void ofi_device::send_control(int rank, uint8_t kind, const void* body, size_t len) {
+  if (control_out_.empty()) {
+    prefix p{uint32_t(me_), kind, {}};
+    if (send_buffer(rank, p, body, len, nullptr, 0, nullptr)) return;
+  }
+  control c{rank, kind, uint8_t(len), {}};
+  memcpy(c.body, body, len);
+  control_out_.push_back(c);
+}
+
+// From poll: queued control messages, then the accesses refused since the last poll.
+size_t ofi_device::flush_control(sink& s) {
+  std::vector<refusal> refused;
+  {
+    util::lock_guard<util::spinlock> g(keys_lock_);
+    size_t sent = 0;
+    for (; sent < control_out_.size(); ++sent) {
+      const control& c = control_out_[sent];
+      prefix p{uint32_t(me_), c.kind, {}};
+      if (!send_buffer(c.rank, p, c.body, c.len, nullptr, 0, nullptr)) break;
+    }
+    control_out_.erase(control_out_.begin(), control_out_.begin() + long(sent));
+    if (refused_.empty()) return sent;
+    refused.swap(refused_);
+  }
+  for (const refusal& r : refused) {
+    if (r.write)
+      s.on_put_local_done(r.ctx, false);
+    else
+      s.on_get_done(r.ctx, false);
+  }
+  return refused.size();
+}
+
+// A control message from `src` (under poll_lock_).
+void ofi_device::key_message(int src, uint8_t kind, const char* body, size_t len) {
+  switch (kind) {
+    case kind_key_request: {
+      key_request q;
+      if (len != sizeof(q)) break;
+      memcpy(&q, body, sizeof(q));
+      key_reply r{q.id, 0, 0, 0, {}};
+      r.found = ctx_.lookup_for_peer(q.id, q.key, src, index_, r.base, r.size);
+      util::lock_guard<util::spinlock> g(keys_lock_);
+      send_control(src, kind_key_reply, &r, sizeof(r));
+      return;
+    }
+    case kind_key_reply: {
+      key_reply r;
+      if (len != sizeof(r)) break;
+      memcpy(&r, body, sizeof(r));
+      util::lock_guard<util::spinlock> g(keys_lock_);
+      auto it = keys_.find({src, r.id});
+      // Not asked, or revoked meanwhile (the revocation came first): nothing to learn.
+      if (it == keys_.end() || it->second.state != remote_key::fetching) return;
+      it->second.state = r.found ? remote_key::ready : remote_key::refused;
+      it->second.base = r.base;
+      it->second.size = r.size;
+      return;
+    }
+    case kind_revoke: {
+      uint64_t id;
+      if (len != sizeof(id)) break;
+      memcpy(&id, body, sizeof(id));
+      util::lock_guard<util::spinlock> g(keys_lock_);
+      remote_key& rk = keys_[{src, id}];
+      rk.state = remote_key::refused;
+      if (rk.in_flight)
+        rk.ack_owed = true;
+      else
+        send_control(src, kind_revoke_ack, &id, sizeof(id));
+      return;
+    }
+    case kind_revoke_ack: {
+      uint64_t id;
+      if (len != sizeof(id)) break;
+      memcpy(&id, body, sizeof(id));
+      ctx_.revoke_acknowledged(id, src, index_);
+      return;
+    }
+  }
+  WEFT_LOG(error,
+           "ofi: a malformed registration message (kind %u, %zu bytes) from rank %d, dropped",
+           unsigned(kind), len, src);
+}
+
+}  // namespace weft::net::ofi
