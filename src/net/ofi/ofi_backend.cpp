@@ -113,6 +113,7 @@ ofi_device::ofi_device(ofi_context& ctx, int index, const device_config& cfg)
   check(fi_ep_bind(ep_, &av_->fid, 0), "fi_ep_bind(av)");
   check(fi_enable(ep_), "fi_enable");
   ctx.attach(index, this);
+  rx_cq_data_ = info->mode & FI_RX_CQ_DATA;
 
   // Addresses: every rank publishes its endpoint's name, then inserts all in rank order,
   // so that a peer's fi_addr_t is its rank's entry.
@@ -284,6 +285,7 @@ bool ofi_device::try_get(int rank, void* dst, size_t size, uint64_t remote_addr,
 // A write (complete once delivered at the target) or a read into the peer's registration.
 bool ofi_device::rma(bool write, int rank, void* local, size_t size, uint64_t remote_addr, rkey_t k,
                      const void* note, size_t note_len, void* ctx) {
+  if (rank == me_) return local_rma(write, local, size, remote_addr, k, note, note_len, ctx);
   uint64_t base = 0;
   {
     util::lock_guard<util::spinlock> g(keys_lock_);
@@ -292,7 +294,12 @@ bool ofi_device::rma(bool write, int rank, void* local, size_t size, uint64_t re
     if (*why) {
       WEFT_LOG(debug, "ofi: %s of %zu bytes at rank %d refused: %s", write ? "put" : "get", size,
                rank, why);
-      refuse_access(write, ctx);
+      settle(write, false, ctx, nullptr, 0);
+      return true;
+    }
+    if (size == 0) {  // nothing to move (and libfabric's shm provider never completes it)
+      if (note_len) send_control(rank, kind_notify, note, note_len);
+      settle(write, true, ctx, nullptr, 0);
       return true;
     }
     access_started(rank, k.generation);
@@ -535,7 +542,9 @@ size_t ofi_device::poll(sink& s, size_t max) {
       auto* o = static_cast<op*>(e[i].op_context);
       if ((e[i].flags & FI_REMOTE_CQ_DATA) && (!o || (e[i].flags & FI_RMA))) {
         remote_write(s, e[i].data);
-        if (o) complete(s, o, true);  // FI_RX_CQ_DATA: it used a posted receive; post it again
+        // With FI_RX_CQ_DATA the write used a posted receive (the context): post it again.
+        // Otherwise the context means nothing (libfabric's shm provider leaves 0x1 there).
+        if (o && rx_cq_data_) complete(s, o, true);
         continue;
       }
       if (o->kind == op::recv) received(s, o, e[i].len);

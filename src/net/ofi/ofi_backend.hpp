@@ -85,6 +85,7 @@ class ofi_device final : public device {
     uint8_t found;
     uint8_t pad[7];
   };
+  static_assert(sizeof(key_reply) <= max_note_size);
   // A piece of a rendezvous stream: `len` bytes for address `dst` of the target.
   struct chunk_header {
     uint64_t dst;
@@ -135,7 +136,11 @@ class ofi_device final : public device {
   const char* resolve(int rank, rkey_t k, uint64_t addr, size_t size, uint64_t* base);
   void access_started(int rank, uint64_t id);  // under keys_lock_
   void access_finished(int rank, uint64_t id);
-  void refuse_access(bool write, void* ctx);  // reported by the next poll
+  // Under keys_lock_: an access that ended without the provider (refused, or a copy within
+  // this process), reported by the next poll with the target's notification.
+  void settle(bool write, bool ok, void* ctx, const void* note, size_t note_len);
+  bool local_rma(bool write, void* local, size_t size, uint64_t addr, rkey_t k, const void* note,
+                 size_t note_len, void* ctx);
   void key_message(int src, uint8_t kind, const char* body, size_t len);
   void send_control(int rank, uint8_t kind, const void* body, size_t len);
   size_t flush_control(sink& s);
@@ -146,6 +151,7 @@ class ofi_device final : public device {
   const int index_;
   const int me_;
   const size_t cell_size_;
+  bool rx_cq_data_ = false;  // a remote write's CQ data consumes a posted receive
   fid_ep* ep_ = nullptr;
   fid_cq* cq_ = nullptr;
   fid_av* av_ = nullptr;
@@ -203,20 +209,22 @@ class ofi_device final : public device {
       return std::hash<uint64_t>()(p.second * 0x9e3779b97f4a7c15ull ^ uint64_t(p.first));
     }
   };
-  util::spinlock keys_lock_;  // keys_, control_out_, refused_
+  util::spinlock keys_lock_;  // keys_, control_out_, settled_
   std::unordered_map<std::pair<int, uint64_t>, remote_key, pair_hash> keys_;
   struct control {
     int rank;
     uint8_t kind;
     uint8_t len;
-    char body[sizeof(key_reply)];
+    char body[max_note_size];  // a key_reply, or a notification
   };
   std::vector<control> control_out_;  // could not be sent at once; sent in order by poll
-  struct refusal {
-    bool write;
+  struct settled {
+    bool write, ok;
     void* ctx;
+    uint32_t note_len;
+    char note[max_note_size];
   };
-  std::vector<refusal> refused_;
+  std::vector<settled> settled_;
 };
 
 class ofi_context final : public context {
@@ -256,6 +264,20 @@ class ofi_context final : public context {
   bool lookup_for_peer(uint64_t id, uint64_t key, int rank, int dev, uint64_t& base,
                        uint64_t& size);
   void revoke_acknowledged(uint64_t id, int rank, int dev);
+  // An access by this process to its own registration: why it cannot go ahead, or "" once
+  // `copy` ran (under the registry's lock, so deregistration cannot overtake it).
+  template <typename Copy>
+  const char* local_access(uint64_t id, uint64_t key, uint64_t addr, size_t size, Copy&& copy) {
+    std::lock_guard<std::mutex> g(lock_);
+    auto it = regs_.find(id);
+    if (it == regs_.end() || it->second->revoked) return "the region has been deregistered";
+    const registration& r = *it->second;
+    if (r.key != key) return "the handle's key is not its region's";
+    if (addr < r.base || size > r.size || addr - r.base > r.size - size)
+      return "the access lies outside the region";
+    copy();
+    return "";
+  }
   void attach(int index, ofi_device* d);
   void detach(int index);
 

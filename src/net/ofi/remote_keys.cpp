@@ -138,6 +138,10 @@ const char* ofi_device::resolve(int rank, rkey_t k, uint64_t addr, size_t size, 
 
 const char* ofi_device::check_remote(int rank, uint64_t remote_addr, size_t size, rkey_t k) {
   if (k.key == 0 && k.generation == 0) return nullptr;  // a buffer the target's core named
+  if (rank == me_) {
+    const char* why = ctx_.local_access(k.generation, k.key, remote_addr, size, [] {});
+    return *why ? why : nullptr;
+  }
   util::lock_guard<util::spinlock> g(keys_lock_);
   const char* why = resolve(rank, k, remote_addr, size, nullptr);  // asks the owner early
   return why && *why ? why : nullptr;
@@ -158,8 +162,25 @@ void ofi_device::access_finished(int rank, uint64_t id) {
   }
 }
 
-void ofi_device::refuse_access(bool write, void* ctx) {
-  refused_.push_back(refusal{write, ctx});  // under keys_lock_
+void ofi_device::settle(bool write, bool ok, void* ctx, const void* note, size_t note_len) {
+  settled d{write, ok, ctx, uint32_t(note_len), {}};
+  if (note_len) memcpy(d.note, note, note_len);
+  settled_.push_back(d);
+}
+
+// RMA within this process is a copy: libfabric's shm provider answers every write and read
+// to its own process with -FI_EAGAIN, and no provider does it cheaper than memcpy.
+bool ofi_device::local_rma(bool write, void* local, size_t size, uint64_t addr, rkey_t k,
+                           const void* note, size_t note_len, void* ctx) {
+  const char* why = ctx_.local_access(k.generation, k.key, addr, size, [&] {
+    if (write)
+      memcpy(reinterpret_cast<void*>(addr), local, size);
+    else
+      memcpy(local, reinterpret_cast<const void*>(addr), size);
+  });
+  util::lock_guard<util::spinlock> g(keys_lock_);
+  settle(write, !*why, ctx, note, *why ? 0 : note_len);
+  return true;
 }
 
 void ofi_device::queue_revoke(int rank, uint64_t id) {
@@ -178,9 +199,9 @@ void ofi_device::send_control(int rank, uint8_t kind, const void* body, size_t l
   control_out_.push_back(c);
 }
 
-// From poll: queued control messages, then the accesses refused since the last poll.
+// From poll: queued control messages, then the accesses settled since the last poll.
 size_t ofi_device::flush_control(sink& s) {
-  std::vector<refusal> refused;
+  std::vector<settled> done;
   {
     util::lock_guard<util::spinlock> g(keys_lock_);
     size_t sent = 0;
@@ -190,16 +211,17 @@ size_t ofi_device::flush_control(sink& s) {
       if (!send_buffer(c.rank, p, c.body, c.len, nullptr, 0, nullptr)) break;
     }
     control_out_.erase(control_out_.begin(), control_out_.begin() + long(sent));
-    if (refused_.empty()) return sent;
-    refused.swap(refused_);
+    if (settled_.empty()) return sent;
+    done.swap(settled_);
   }
-  for (const refusal& r : refused) {
-    if (r.write)
-      s.on_put_local_done(r.ctx, false);
+  for (const settled& d : done) {
+    if (d.note_len) s.on_remote_notify(me_, d.note, d.note_len);  // this process was the target
+    if (d.write)
+      s.on_put_local_done(d.ctx, d.ok);
     else
-      s.on_get_done(r.ctx, false);
+      s.on_get_done(d.ctx, d.ok);
   }
-  return refused.size();
+  return done.size();
 }
 
 // A control message from `src` (under poll_lock_).
