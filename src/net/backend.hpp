@@ -3,6 +3,7 @@
 // touches on the critical path. Nothing above this file knows which backend runs.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -46,6 +47,14 @@ struct rkey_t {
   uint64_t key = 0;
   uint64_t generation = 0;
 };
+
+// A number no other device of this process had or will have: a peer that remembers a
+// device by (rank, index) adds it, so that a device freed and allocated again at the same
+// index is not taken for its predecessor.
+inline uint64_t next_device_incarnation() {
+  static std::atomic<uint64_t> n{1};
+  return n.fetch_add(1, std::memory_order_relaxed);
+}
 
 // Largest notification blob a put or get carries to the target.
 inline constexpr size_t max_note_size = 40;

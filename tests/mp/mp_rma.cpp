@@ -2,6 +2,7 @@
 // content checks, the errors of bad handles, refusals by the backend itself, and threads
 // putting into shared and private regions.
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -318,6 +319,53 @@ int scenario_rma_stale() {
   CHECK(std::all_of(region.begin() + 64, region.end(), [](char c) { return c == 0x33; }));
   weft::free_comp(&sync);
   return finish("rma_stale");
+}
+
+// A peer that accessed a region and then finalized (alive, no longer progressing) does not
+// hold up the owner's deregistration: its devices said goodbye when they were freed. Rank 0
+// owns the region; every other rank puts into it, finalizes, and stays alive a while.
+// Finalizes the runtime itself (main must not).
+int scenario_rma_farewell() {
+  using clk = std::chrono::steady_clock;
+  const int me = weft::get_rank_me(), n = weft::get_rank_n();
+  std::vector<char> region(4096, 0);
+  weft::mr_t mr = weft::register_memory(region.data(), region.size());
+  weft::rmr_t mine = weft::get_rmr(mr), owners{};
+  weft::comp_t sync = weft::alloc_sync();
+  weft::status_t st;
+  if (me == 0) {
+    for (int r = 1; r < n; ++r)
+      if (!post_until([&] {
+             return weft::post_send(r, &mine, sizeof(mine), 901, sync);
+           }).error.is_done())
+        wait_sync(sync, &st);
+  } else {
+    if (!post_until([&] {
+           return weft::post_recv(0, &owners, sizeof(owners), 901, sync);
+         }).error.is_done())
+      wait_sync(sync, &st);
+    char buf[64];
+    fill(buf, sizeof(buf), size_t(me));
+    st = post_until([&] { return weft::post_put(0, buf, 64, sync, size_t(me) * 64, owners); });
+    if (!st.error.is_done()) wait_sync(sync, &st);
+    CHECK(st.error.is_done());
+  }
+  weft::barrier();
+  weft::free_comp(&sync);
+  if (me != 0) {
+    weft::deregister_memory(&mr);  // its own, which nobody accessed
+    weft::g_runtime_fina();
+    std::this_thread::sleep_for(std::chrono::seconds(3));  // alive, not progressing
+    return finish("rma_farewell");
+  }
+  for (int r = 1; r < n; ++r) CHECK_EQ(verify(region.data() + r * 64, 64, size_t(r)), SIZE_MAX);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the others finalize
+  const auto t0 = clk::now();
+  weft::deregister_memory(&mr);
+  const double took = std::chrono::duration<double>(clk::now() - t0).count();
+  CHECK(took < 2.0);
+  weft::g_runtime_fina();
+  return finish("rma_farewell");
 }
 
 // Notified puts that repeat across rounds: many distinct notifications (more than a

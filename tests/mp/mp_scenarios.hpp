@@ -4,6 +4,7 @@
 int scenario_rma();
 int scenario_rma_errors();
 int scenario_rma_stale();
+int scenario_rma_farewell();
 int scenario_rma_threads();
 int scenario_rma_notes();
 int scenario_rma_big();

@@ -673,6 +673,7 @@ int main(int argc, char** argv) {
       {"rma", scenario_rma},
       {"rma_errors", scenario_rma_errors},
       {"rma_stale", scenario_rma_stale},
+      {"rma_farewell", scenario_rma_farewell},
       {"rma_threads", scenario_rma_threads},
       {"rma_notes", scenario_rma_notes},
       {"rma_big", scenario_rma_big},
@@ -686,7 +687,7 @@ int main(int argc, char** argv) {
   try {
     weft::g_runtime_init();
     int rc = it->second();
-    if (s != "errors") {
+    if (s != "errors" && s != "rma_farewell") {  // these finalize themselves
       weft::barrier();
       weft::g_runtime_fina();
     }

@@ -98,6 +98,7 @@ ofi_device::ofi_device(ofi_context& ctx, int index, const device_config& cfg)
       index_(index),
       me_(ctx.boot().rank()),
       cell_size_(cfg.cell_size),
+      incarnation_(next_device_incarnation()),
       note_in_(ctx.boot().size()) {
   if (ctx.cq_data()) note_out_ = std::make_unique<note_sender>(ctx.boot().size());
   fi_info* info = ctx.info();
@@ -167,6 +168,7 @@ ofi_device::~ofi_device() {
            static_cast<unsigned long long>(notify_counts_.parked),
            static_cast<unsigned long long>(notify_counts_.by_message));
   ctx_.detach(index_);
+  farewell();
   if (ep_) fi_close(&ep_->fid);
   if (av_) fi_close(&av_->fid);
   if (cq_) fi_close(&cq_->fid);

@@ -75,10 +75,13 @@ class ofi_device final : public device {
     kind_key_request,  // key_request: may this device access registration `id`?
     kind_key_reply,    // key_reply
     kind_revoke,       // uint64_t id: the registration is gone; acknowledge when idle
-    kind_revoke_ack    // uint64_t id
+    kind_revoke_ack    // revoke_ack: done with `id` (also unasked, when the device goes)
   };
   struct key_request {
-    uint64_t id, key;
+    uint64_t id, key, incarnation;
+  };
+  struct revoke_ack {
+    uint64_t id, incarnation;
   };
   struct key_reply {
     uint64_t id, base, size;
@@ -136,6 +139,9 @@ class ofi_device final : public device {
   const char* resolve(int rank, rkey_t k, uint64_t addr, size_t size, uint64_t* base);
   void access_started(int rank, uint64_t id);  // under keys_lock_
   void access_finished(int rank, uint64_t id);
+  // Before the endpoint closes: tells each owner that this device is done with its
+  // registrations, so that deregistration there does not wait for it.
+  void farewell();
   // Under keys_lock_: an access that ended without the provider (refused, or a copy within
   // this process), reported by the next poll with the target's notification.
   void settle(bool write, bool ok, void* ctx, const void* note, size_t note_len);
@@ -151,7 +157,8 @@ class ofi_device final : public device {
   const int index_;
   const int me_;
   const size_t cell_size_;
-  bool rx_cq_data_ = false;  // a remote write's CQ data consumes a posted receive
+  const uint64_t incarnation_;  // unique among this process's devices, ever
+  bool rx_cq_data_ = false;     // a remote write's CQ data consumes a posted receive
   fid_ep* ep_ = nullptr;
   fid_cq* cq_ = nullptr;
   fid_av* av_ = nullptr;
@@ -261,9 +268,11 @@ class ofi_context final : public context {
   // A peer's question through device `dev`: may it access registration `id` with provider
   // key `key`? If so, its extent, and the peer is remembered so that deregistration
   // revokes its copy.
-  bool lookup_for_peer(uint64_t id, uint64_t key, int rank, int dev, uint64_t& base,
-                       uint64_t& size);
-  void revoke_acknowledged(uint64_t id, int rank, int dev);
+  // A device is named by (rank, index, incarnation): a device freed and allocated again at
+  // the same index is another asker, whose copy its predecessor's farewell must not drop.
+  bool lookup_for_peer(uint64_t id, uint64_t key, int rank, int dev, uint64_t incarnation,
+                       uint64_t& base, uint64_t& size);
+  void revoke_acknowledged(uint64_t id, int rank, int dev, uint64_t incarnation);
   // An access by this process to its own registration: why it cannot go ahead, or "" once
   // `copy` ran (under the registry's lock, so deregistration cannot overtake it).
   template <typename Copy>
@@ -282,11 +291,16 @@ class ofi_context final : public context {
   void detach(int index);
 
  private:
+  struct fetcher {
+    int rank, dev;
+    uint64_t incarnation;
+    bool operator==(const fetcher&) const = default;
+  };
   struct registration {
     fid_mr* mr = nullptr;
     uint64_t key = 0, base = 0, size = 0;
     bool revoked = false;
-    std::vector<std::pair<int, int>> fetchers;  // (rank, device) that may access it
+    std::vector<fetcher> fetchers;  // devices that may access it
   };
   std::shared_ptr<bootstrap::bootstrap> boot_;
   const int context_id_;

@@ -8,6 +8,7 @@
 #include <rdma/fi_domain.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "net/ofi/ofi_backend.hpp"
@@ -40,14 +41,14 @@ mr_t ofi_context::register_memory(void* base, size_t size) {
   return m;
 }
 
-bool ofi_context::lookup_for_peer(uint64_t id, uint64_t key, int rank, int dev, uint64_t& base,
-                                  uint64_t& size) {
+bool ofi_context::lookup_for_peer(uint64_t id, uint64_t key, int rank, int dev,
+                                  uint64_t incarnation, uint64_t& base, uint64_t& size) {
   std::lock_guard<std::mutex> g(lock_);
   auto it = regs_.find(id);
   // A forged or mistyped handle may name a live id with another key: refused too.
   if (it == regs_.end() || it->second->revoked || it->second->key != key) return false;
   registration& r = *it->second;
-  const auto who = std::make_pair(rank, dev);
+  const fetcher who{rank, dev, incarnation};
   if (std::find(r.fetchers.begin(), r.fetchers.end(), who) == r.fetchers.end())
     r.fetchers.push_back(who);
   base = r.base;
@@ -56,7 +57,7 @@ bool ofi_context::lookup_for_peer(uint64_t id, uint64_t key, int rank, int dev, 
 }
 
 void ofi_context::deregister_memory(mr_t& mr) {
-  std::vector<std::pair<int, int>> fetchers;
+  std::vector<fetcher> fetchers;
   std::vector<ofi_device*> devs;
   {
     std::lock_guard<std::mutex> g(lock_);
@@ -66,15 +67,15 @@ void ofi_context::deregister_memory(mr_t& mr) {
     fetchers = it->second->fetchers;
     devs = devices_;
   }
-  for (auto [rank, dev] : fetchers)
-    if (size_t(dev) < devs.size() && devs[size_t(dev)])
-      devs[size_t(dev)]->queue_revoke(rank, mr.generation);
+  for (const fetcher& f : fetchers)
+    if (size_t(f.dev) < devs.size() && devs[size_t(f.dev)])
+      devs[size_t(f.dev)]->queue_revoke(f.rank, mr.generation);
 }
 
-void ofi_context::revoke_acknowledged(uint64_t id, int rank, int dev) {
+void ofi_context::revoke_acknowledged(uint64_t id, int rank, int dev, uint64_t incarnation) {
   std::lock_guard<std::mutex> g(lock_);
   auto it = regs_.find(id);
-  if (it != regs_.end()) std::erase(it->second->fetchers, std::make_pair(rank, dev));
+  if (it != regs_.end()) std::erase(it->second->fetchers, fetcher{rank, dev, incarnation});
 }
 
 bool ofi_context::region_idle(const mr_t& mr) {
@@ -82,9 +83,9 @@ bool ofi_context::region_idle(const mr_t& mr) {
   auto it = regs_.find(mr.generation);
   if (it == regs_.end()) return true;
   // A fetcher that died, or whose device is gone, will never acknowledge nor access again.
-  std::erase_if(it->second->fetchers, [&](std::pair<int, int> f) {
-    ofi_device* d = size_t(f.second) < devices_.size() ? devices_[size_t(f.second)] : nullptr;
-    return !d || !d->peer_alive(f.first);
+  std::erase_if(it->second->fetchers, [&](const fetcher& f) {
+    ofi_device* d = size_t(f.dev) < devices_.size() ? devices_[size_t(f.dev)] : nullptr;
+    return !d || !d->peer_alive(f.rank);
   });
   return it->second->fetchers.empty();
 }
@@ -120,7 +121,7 @@ const char* ofi_device::resolve(int rank, rkey_t k, uint64_t addr, size_t size, 
   remote_key& rk = it->second;
   if (fresh) {
     rk.key = k.key;
-    key_request q{k.generation, k.key};
+    key_request q{k.generation, k.key, incarnation_};
     send_control(rank, kind_key_request, &q, sizeof(q));
     return nullptr;
   }
@@ -158,7 +159,8 @@ void ofi_device::access_finished(int rank, uint64_t id) {
   remote_key& rk = it->second;
   if (--rk.in_flight == 0 && rk.ack_owed) {
     rk.ack_owed = false;
-    send_control(rank, kind_revoke_ack, &id, sizeof(id));
+    revoke_ack a{id, incarnation_};
+    send_control(rank, kind_revoke_ack, &a, sizeof(a));
   }
 }
 
@@ -224,6 +226,40 @@ size_t ofi_device::flush_control(sink& s) {
   return done.size();
 }
 
+namespace {
+struct discarding_sink final : sink {
+  void on_message(int, const void*, size_t) override {}
+  void on_put_local_done(void*, bool) override {}
+  void on_get_done(void*, bool) override {}
+  void on_remote_notify(int, const void*, size_t) override {}
+};
+}  // namespace
+
+void ofi_device::farewell() {
+  {
+    util::lock_guard<util::spinlock> g(keys_lock_);
+    for (auto& [who, rk] : keys_) {
+      if (rk.state == remote_key::refused) continue;  // acknowledged already, or never held
+      revoke_ack a{who.second, incarnation_};
+      send_control(who.first, kind_revoke_ack, &a, sizeof(a));
+    }
+  }
+  // Until every send buffer is back (the messages left), for a second at most: a peer that
+  // is gone is no reason to hang here.
+  discarding_sink s;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  for (;;) {
+    poll(s, 64);
+    bool idle;
+    {
+      util::lock_guard<util::spinlock> g(keys_lock_);
+      util::lock_guard<util::spinlock> h(send_lock_);
+      idle = control_out_.empty() && free_sends_.size() == send_ops_.size();
+    }
+    if (idle || std::chrono::steady_clock::now() > until) return;
+  }
+}
+
 // A control message from `src` (under poll_lock_).
 void ofi_device::key_message(int src, uint8_t kind, const char* body, size_t len) {
   switch (kind) {
@@ -232,7 +268,7 @@ void ofi_device::key_message(int src, uint8_t kind, const char* body, size_t len
       if (len != sizeof(q)) break;
       memcpy(&q, body, sizeof(q));
       key_reply r{q.id, 0, 0, 0, {}};
-      r.found = ctx_.lookup_for_peer(q.id, q.key, src, index_, r.base, r.size);
+      r.found = ctx_.lookup_for_peer(q.id, q.key, src, index_, q.incarnation, r.base, r.size);
       util::lock_guard<util::spinlock> g(keys_lock_);
       send_control(src, kind_key_reply, &r, sizeof(r));
       return;
@@ -257,17 +293,19 @@ void ofi_device::key_message(int src, uint8_t kind, const char* body, size_t len
       util::lock_guard<util::spinlock> g(keys_lock_);
       remote_key& rk = keys_[{src, id}];
       rk.state = remote_key::refused;
-      if (rk.in_flight)
+      if (rk.in_flight) {
         rk.ack_owed = true;
-      else
-        send_control(src, kind_revoke_ack, &id, sizeof(id));
+      } else {
+        revoke_ack a{id, incarnation_};
+        send_control(src, kind_revoke_ack, &a, sizeof(a));
+      }
       return;
     }
     case kind_revoke_ack: {
-      uint64_t id;
-      if (len != sizeof(id)) break;
-      memcpy(&id, body, sizeof(id));
-      ctx_.revoke_acknowledged(id, src, index_);
+      revoke_ack a;
+      if (len != sizeof(a)) break;
+      memcpy(&a, body, sizeof(a));
+      ctx_.revoke_acknowledged(a.id, src, index_, a.incarnation);
       return;
     }
   }

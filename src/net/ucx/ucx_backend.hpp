@@ -147,11 +147,17 @@ class ucx_device final : public device {
   void send_notes();
   void mark_dead(int rank, ucs_status_t why);
   void greet_everyone();
+  // Before the endpoints close: tells each owner this device is done with its keys, so
+  // that deregistration there does not wait for it.
+  void farewell();
+  // The body of a key request or a revocation's acknowledgment: the key and who asks.
+  std::string key_and_incarnation(uint64_t key) const;
 
   ucx_context& ctx_;
   const int index_;
   const int me_;
   const size_t cell_size_;
+  const uint64_t incarnation_;  // unique among this process's devices, ever
   ucp_worker_h worker_ = nullptr;
   std::unique_ptr<peer[]> peers_;
   util::object_pool<op> ops_;  // operations in flight, reused
@@ -198,9 +204,11 @@ class ucx_context final : public context {
   // A peer's request for registration `key` through device `dev`: false when there is no
   // such live registration; else its packed key and extent, and the peer is remembered so
   // that deregistration revokes its copy.
-  bool lookup_for_peer(uint64_t key, int rank, int dev, std::string& packed, uint64_t& base,
-                       uint64_t& size);
-  void revoke_acknowledged(uint64_t key, int rank, int dev);
+  // A device is named by (rank, index, incarnation): a device freed and allocated again at
+  // the same index is another asker, whose copy its predecessor's farewell must not drop.
+  bool lookup_for_peer(uint64_t key, int rank, int dev, uint64_t incarnation, std::string& packed,
+                       uint64_t& base, uint64_t& size);
+  void revoke_acknowledged(uint64_t key, int rank, int dev, uint64_t incarnation);
   void attach(int index, ucx_device* d);
   void detach(int index);
 
@@ -211,7 +219,12 @@ class ucx_context final : public context {
     size_t size = 0;
     std::string packed;
     bool revoked = false;
-    std::vector<std::pair<int, int>> fetchers;  // (rank, device) holding a copy
+    struct fetcher {
+      int rank, dev;
+      uint64_t incarnation;
+      bool operator==(const fetcher&) const = default;
+    };
+    std::vector<fetcher> fetchers;  // devices holding a copy
   };
   std::shared_ptr<bootstrap::bootstrap> boot_;
   const int context_id_;

@@ -85,13 +85,13 @@ mr_t ucx_context::register_memory(void* base, size_t size) {
   return m;
 }
 
-bool ucx_context::lookup_for_peer(uint64_t key, int rank, int dev, std::string& packed,
-                                  uint64_t& base, uint64_t& size) {
+bool ucx_context::lookup_for_peer(uint64_t key, int rank, int dev, uint64_t incarnation,
+                                  std::string& packed, uint64_t& base, uint64_t& size) {
   std::lock_guard<std::mutex> g(lock_);
   auto it = regs_.find(key);
   if (it == regs_.end() || it->second->revoked) return false;
   registration& r = *it->second;
-  auto who = std::make_pair(rank, dev);
+  const registration::fetcher who{rank, dev, incarnation};
   if (std::find(r.fetchers.begin(), r.fetchers.end(), who) == r.fetchers.end())
     r.fetchers.push_back(who);
   packed = r.packed;
@@ -101,7 +101,7 @@ bool ucx_context::lookup_for_peer(uint64_t key, int rank, int dev, std::string& 
 }
 
 void ucx_context::deregister_memory(mr_t& mr) {
-  std::vector<std::pair<int, int>> fetchers;
+  std::vector<registration::fetcher> fetchers;
   std::vector<ucx_device*> devs;
   {
     std::lock_guard<std::mutex> g(lock_);
@@ -111,15 +111,16 @@ void ucx_context::deregister_memory(mr_t& mr) {
     fetchers = it->second->fetchers;
     devs = devices_;
   }
-  for (auto [rank, dev] : fetchers)
-    if (size_t(dev) < devs.size() && devs[size_t(dev)])
-      devs[size_t(dev)]->queue_revoke(rank, mr.key);
+  for (const auto& f : fetchers)
+    if (size_t(f.dev) < devs.size() && devs[size_t(f.dev)])
+      devs[size_t(f.dev)]->queue_revoke(f.rank, mr.key);
 }
 
-void ucx_context::revoke_acknowledged(uint64_t key, int rank, int dev) {
+void ucx_context::revoke_acknowledged(uint64_t key, int rank, int dev, uint64_t incarnation) {
   std::lock_guard<std::mutex> g(lock_);
   auto it = regs_.find(key);
-  if (it != regs_.end()) std::erase(it->second->fetchers, std::make_pair(rank, dev));
+  if (it != regs_.end())
+    std::erase(it->second->fetchers, registration::fetcher{rank, dev, incarnation});
 }
 
 bool ucx_context::region_idle(const mr_t& mr) {
@@ -127,9 +128,9 @@ bool ucx_context::region_idle(const mr_t& mr) {
   auto it = regs_.find(mr.key);
   if (it == regs_.end()) return true;
   // A fetcher that died or whose device is gone will never acknowledge, nor access again.
-  std::erase_if(it->second->fetchers, [&](std::pair<int, int> f) {
-    ucx_device* d = size_t(f.second) < devices_.size() ? devices_[size_t(f.second)] : nullptr;
-    return !d || !d->peer_alive(f.first);
+  std::erase_if(it->second->fetchers, [&](const registration::fetcher& f) {
+    ucx_device* d = size_t(f.dev) < devices_.size() ? devices_[size_t(f.dev)] : nullptr;
+    return !d || !d->peer_alive(f.rank);
   });
   return it->second->fetchers.empty();
 }

@@ -41,7 +41,11 @@ ucp_request_param_t with_callback(void* user_data) {
 }  // namespace
 
 ucx_device::ucx_device(ucx_context& ctx, int index, const device_config& cfg)
-    : ctx_(ctx), index_(index), me_(ctx.boot().rank()), cell_size_(cfg.cell_size) {
+    : ctx_(ctx),
+      index_(index),
+      me_(ctx.boot().rank()),
+      cell_size_(cfg.cell_size),
+      incarnation_(next_device_incarnation()) {
   ucp_worker_params_t wp{};
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
   wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;  // worker_lock_ serialises
@@ -148,6 +152,7 @@ void ucx_device::greet_everyone() {
 
 ucx_device::~ucx_device() {
   ctx_.detach(index_);
+  farewell();
   util::lock_guard<util::spinlock> g(worker_lock_);
   for (auto& [who, k] : keys_)
     if (k.rkey) ucp_rkey_destroy(k.rkey);
@@ -214,6 +219,27 @@ bool ucx_device::try_send(int rank, const void* hdr, size_t hdr_len, const void*
   return send_locked(rank, kind_message, hdr, hdr_len, payload, len);
 }
 
+std::string ucx_device::key_and_incarnation(uint64_t key) const {
+  std::string body(16, '\0');
+  memcpy(body.data(), &key, 8);
+  memcpy(body.data() + 8, &incarnation_, 8);
+  return body;
+}
+
+void ucx_device::farewell() {
+  util::lock_guard<util::spinlock> g(worker_lock_);
+  for (auto& [who, k] : keys_)
+    if (k.state != remote_key::refused)  // refused: acknowledged already, or never held
+      control_out_.push_back(control{who.first, kind_revoke_ack, key_and_incarnation(who.second)});
+  // Sent before the endpoints close (which flushes them); a second at most, since a peer
+  // may be gone.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  while (!control_out_.empty() && std::chrono::steady_clock::now() < until) {
+    handle_control();
+    ucp_worker_progress(worker_);
+  }
+}
+
 void ucx_device::queue_revoke(int rank, uint64_t key) {
   util::lock_guard<util::spinlock> g(worker_lock_);
   control_out_.push_back(control{rank, kind_revoke, std::string(reinterpret_cast<char*>(&key), 8)});
@@ -227,8 +253,7 @@ const char* ucx_device::resolve(int rank, rkey_t k, uint64_t addr, size_t size, 
   if (k.generation != 0) return "the handle's generation is not its region's";
   auto [it, fresh] = keys_.try_emplace({rank, k.key});
   if (fresh) {
-    control_out_.push_back(
-        control{rank, kind_rkey_request, std::string(reinterpret_cast<char*>(&k.key), 8)});
+    control_out_.push_back(control{rank, kind_rkey_request, key_and_incarnation(k.key)});
     return nullptr;
   }
   remote_key& rk = it->second;
@@ -380,8 +405,7 @@ void ucx_device::finished(op* o, ucs_status_t status) {
         ucp_rkey_destroy(it->second.rkey);
         it->second.rkey = nullptr;
       }
-      control_out_.push_back(
-          control{o->rank, kind_revoke_ack, std::string(reinterpret_cast<char*>(&o->key), 8)});
+      control_out_.push_back(control{o->rank, kind_revoke_ack, key_and_incarnation(o->key)});
       break;
     }
   }
@@ -456,7 +480,10 @@ void ucx_device::handle_control() {
       case kind_rkey_request: {
         rkey_reply r{key, 0, 0, 0};
         std::string packed;
-        r.found = ctx_.lookup_for_peer(key, c.rank, index_, packed, r.base, r.size);
+        uint64_t incarnation = 0;
+        if (c.body.size() != 16) break;
+        memcpy(&incarnation, c.body.data() + 8, 8);
+        r.found = ctx_.lookup_for_peer(key, c.rank, index_, incarnation, packed, r.base, r.size);
         control_out_.push_back(control{
             c.rank, kind_rkey_reply, std::string(reinterpret_cast<char*>(&r), sizeof(r)) + packed});
         break;
@@ -497,7 +524,13 @@ void ucx_device::handle_control() {
         if (!UCS_PTR_IS_PTR(req)) finished(o, UCS_OK);
         break;
       }
-      case kind_revoke_ack: ctx_.revoke_acknowledged(key, c.rank, index_); break;
+      case kind_revoke_ack: {
+        uint64_t incarnation = 0;
+        if (c.body.size() != 16) break;
+        memcpy(&incarnation, c.body.data() + 8, 8);
+        ctx_.revoke_acknowledged(key, c.rank, index_, incarnation);
+        break;
+      }
     }
   }
   size_t sent = 0;
