@@ -92,6 +92,13 @@ class ucx_device final : public device {
     uint32_t note_len = 0;
     char note[max_note_size];
   };
+  // A rendezvous transfer sent as chunks: complete when the last chunk's send is.
+  struct stream_state {
+    void* ctx = nullptr;
+    int rank = -1;
+    uint64_t left = 0;
+    bool ok = true;
+  };
   // The state of an operation UCP completes later.
   struct op {
     enum kind_t : uint8_t { send, get, stream, flush, revoke_flush } kind;
@@ -102,7 +109,8 @@ class ucx_device final : public device {
     uint64_t key = 0;  // revoke_flush: the registration
     uint32_t note_len = 0;
     char note[max_note_size];
-    am_header header;  // stream: UCP reads it until the send completes
+    am_header header;               // stream: UCP reads it until the send completes
+    stream_state* whole = nullptr;  // stream: the transfer this chunk is part of
   };
   struct peer {
     ucp_ep_h ep = nullptr;
@@ -161,6 +169,7 @@ class ucx_device final : public device {
   ucp_worker_h worker_ = nullptr;
   std::unique_ptr<peer[]> peers_;
   util::object_pool<op> ops_;  // operations in flight, reused
+  util::object_pool<stream_state> streams_;
   int npeers_ = 0;
 
   util::spinlock worker_lock_;  // every call into worker_ and everything below
@@ -200,6 +209,9 @@ class ucx_context final : public context {
   int context_id() const { return context_id_; }
   ucp_context_h handle() const { return ucp_; }
   bool peer_failure_detection() const { return peer_failure_; }
+  // Rendezvous data goes as eager active messages of at most this many bytes
+  // (WEFT_UCX_CHUNK), so UCP assembles one chunk at a time, not the whole transfer.
+  size_t stream_chunk() const { return stream_chunk_; }
 
   // A peer's request for registration `key` through device `dev`: false when there is no
   // such live registration; else its packed key and extent, and the peer is remembered so
@@ -230,6 +242,7 @@ class ucx_context final : public context {
   const int context_id_;
   ucp_context_h ucp_ = nullptr;
   bool peer_failure_ = true;
+  size_t stream_chunk_ = 0;
   std::mutex lock_;  // registrations and devices; never on the critical path
   std::map<uint64_t, std::unique_ptr<registration>> regs_;
   uint64_t next_key_ = 1;

@@ -20,6 +20,9 @@ void check(ucs_status_t st, const char* what) {
 ucx_context::ucx_context(std::shared_ptr<bootstrap::bootstrap> boot, int context_id)
     : boot_(std::move(boot)), context_id_(context_id) {
   peer_failure_ = util::env_bool("WEFT_UCX_PEER_FAILURE", true);
+  stream_chunk_ = util::env_size("WEFT_UCX_CHUNK", 256 << 10);
+  if (stream_chunk_ < 4096)
+    util::fail(call, "WEFT_UCX_CHUNK", std::to_string(stream_chunk_), "at least 4096 bytes");
   ucp_config_t* config = nullptr;
   check(ucp_config_read(nullptr, nullptr, &config), "ucp_config_read");
   ucp_params_t p{};

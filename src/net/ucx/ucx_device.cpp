@@ -347,23 +347,39 @@ bool ucx_device::try_put(int rank, const void* src, size_t size, uint64_t remote
     push_done(true, ctx, false, rank, nullptr, 0);
     return true;
   }
-  op* o = ops_.get();
-  o->kind = op::stream;
-  o->dev = this;
-  o->rank = rank;
-  o->ctx = ctx;
-  o->header = am_header{uint32_t(me_), kind_stream, uint8_t(note_len), 0, remote_addr, {}};
-  if (note_len) memcpy(o->header.note, note, note_len);
-  ucp_request_param_t rp = with_callback(o);
-  rp.cb.send = &ucx_device::on_send_done;
   // Eager fragments, not UCP's rendezvous: that completes the sender only on an
   // acknowledgment the receiver sends from a later progress of this device, which a receiver
   // that stops progressing it once its data is in never sends (the core already did the
-  // handshake that a rendezvous is for).
-  rp.op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
-  rp.flags = UCP_AM_SEND_FLAG_EAGER;
-  ucs_status_ptr_t req = ucp_am_send_nbx(p.ep, 0, &o->header, sizeof(am_header), src, size, &rp);
-  if (!UCS_PTR_IS_PTR(req)) finished(o, UCS_PTR_STATUS(req));
+  // handshake that a rendezvous is for). In chunks, so that the receiver's UCP assembles one
+  // chunk at a time (a transient copy of a chunk, not of the whole transfer); eager active
+  // messages on an endpoint arrive in order, so the notification rides on the last chunk.
+  const size_t chunk = ctx_.stream_chunk();
+  stream_state* whole = streams_.get();
+  whole->ctx = ctx;
+  whole->rank = rank;
+  whole->left = size ? (size + chunk - 1) / chunk : 1;
+  const char* from = static_cast<const char*>(src);
+  size_t off = 0;
+  do {
+    const size_t len = std::min(chunk, size - off);
+    const bool last = off + len == size;
+    op* o = ops_.get();
+    o->kind = op::stream;
+    o->dev = this;
+    o->rank = rank;
+    o->whole = whole;
+    o->header = am_header{uint32_t(me_),     kind_stream, uint8_t(last ? note_len : 0), 0,
+                          remote_addr + off, {}};
+    if (last && note_len) memcpy(o->header.note, note, note_len);
+    ucp_request_param_t rp = with_callback(o);
+    rp.cb.send = &ucx_device::on_send_done;
+    rp.op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
+    rp.flags = UCP_AM_SEND_FLAG_EAGER;
+    ucs_status_ptr_t req =
+        ucp_am_send_nbx(p.ep, 0, &o->header, sizeof(am_header), from + off, len, &rp);
+    if (!UCS_PTR_IS_PTR(req)) finished(o, UCS_PTR_STATUS(req));
+    off += len;
+  } while (off < size);
   return true;
 }
 
@@ -396,8 +412,16 @@ void ucx_device::finished(op* o, ucs_status_t status) {
     WEFT_LOG(warn, "ucx: an operation with rank %d failed: %s", o->rank, ucs_status_string(status));
   switch (o->kind) {
     case op::send: free_sends_.push_back(o->buffer); return;  // owned by send_ops_
-    case op::flush:
-    case op::stream: push_done(true, o->ctx, ok, o->rank, o->note, o->note_len); break;
+    case op::flush: push_done(true, o->ctx, ok, o->rank, o->note, o->note_len); break;
+    case op::stream: {
+      stream_state* w = o->whole;
+      w->ok = w->ok && ok;
+      if (--w->left == 0) {
+        push_done(true, w->ctx, w->ok, w->rank, nullptr, 0);
+        streams_.put(w);
+      }
+      break;
+    }
     case op::get: push_done(false, o->ctx, ok, o->rank, o->note, o->note_len); break;
     case op::revoke_flush: {
       auto it = keys_.find({o->rank, o->key});
