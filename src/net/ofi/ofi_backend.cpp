@@ -75,6 +75,8 @@ ofi_context::ofi_context(std::shared_ptr<bootstrap::bootstrap> boot, int context
 }
 
 ofi_context::~ofi_context() {
+  // Registrations never deregistered: the domain does not close while they are open.
+  regs_.for_each([](registration& r) { fi_close(&r.mr->fid); });
   if (domain_) fi_close(&domain_->fid);
   if (fabric_) fi_close(&fabric_->fid);
   if (info_) fi_freeinfo(info_);

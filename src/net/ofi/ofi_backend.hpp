@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "net/backend.hpp"
+#include "net/key_registry.hpp"
 #include "net/ofi/note_slots.hpp"
 #include "util/object_pool.hpp"
 #include "util/spinlock.hpp"
@@ -268,39 +269,35 @@ class ofi_context final : public context {
   // A peer's question through device `dev`: may it access registration `id` with provider
   // key `key`? If so, its extent, and the peer is remembered so that deregistration
   // revokes its copy.
-  // A device is named by (rank, index, incarnation): a device freed and allocated again at
-  // the same index is another asker, whose copy its predecessor's farewell must not drop.
-  bool lookup_for_peer(uint64_t id, uint64_t key, int rank, int dev, uint64_t incarnation,
-                       uint64_t& base, uint64_t& size);
-  void revoke_acknowledged(uint64_t id, int rank, int dev, uint64_t incarnation);
+  // A peer's question by device `who`: may it access registration `id` with provider key
+  // `key`? If so, its extent, and the asker is remembered so that deregistration revokes
+  // its copy.
+  bool lookup_for_peer(uint64_t id, uint64_t key, const key_asker& who, uint64_t& base,
+                       uint64_t& size);
+  void revoke_acknowledged(uint64_t id, const key_asker& who) { regs_.acknowledged(id, who); }
   // An access by this process to its own registration: why it cannot go ahead, or "" once
   // `copy` ran (under the registry's lock, so deregistration cannot overtake it).
   template <typename Copy>
   const char* local_access(uint64_t id, uint64_t key, uint64_t addr, size_t size, Copy&& copy) {
-    std::lock_guard<std::mutex> g(lock_);
-    auto it = regs_.find(id);
-    if (it == regs_.end() || it->second->revoked) return "the region has been deregistered";
-    const registration& r = *it->second;
-    if (r.key != key) return "the handle's key is not its region's";
-    if (addr < r.base || size > r.size || addr - r.base > r.size - size)
-      return "the access lies outside the region";
-    copy();
-    return "";
+    const char* why = "the region has been deregistered";
+    regs_.with_live(id, [&](const registration& r) {
+      if (r.key != key)
+        why = "the handle's key is not its region's";
+      else if (addr < r.base || size > r.size || addr - r.base > r.size - size)
+        why = "the access lies outside the region";
+      else
+        copy(), why = "";
+      return true;
+    });
+    return why;
   }
-  void attach(int index, ofi_device* d);
-  void detach(int index);
+  void attach(int index, ofi_device* d) { regs_.attach(index, d); }
+  void detach(int index) { regs_.detach(index); }
 
  private:
-  struct fetcher {
-    int rank, dev;
-    uint64_t incarnation;
-    bool operator==(const fetcher&) const = default;
-  };
   struct registration {
     fid_mr* mr = nullptr;
     uint64_t key = 0, base = 0, size = 0;
-    bool revoked = false;
-    std::vector<fetcher> fetchers;  // devices that may access it
   };
   std::shared_ptr<bootstrap::bootstrap> boot_;
   const int context_id_;
@@ -313,9 +310,7 @@ class ofi_context final : public context {
   bool cq_data_ = false;
   int64_t peer_timeout_ns_ = 0;
   std::atomic<uint64_t> next_key_{1};
-  std::mutex lock_;  // registrations and devices; never on the critical path
-  std::map<uint64_t, std::unique_ptr<registration>> regs_;
-  std::vector<ofi_device*> devices_;
+  key_registry<registration, ofi_device> regs_;
 };
 
 }  // namespace weft::net::ofi

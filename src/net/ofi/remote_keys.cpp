@@ -36,82 +36,32 @@ mr_t ofi_context::register_memory(void* base, size_t size) {
   m.key = r->key;
   m.generation = id;
   m.backend = mr;
-  std::lock_guard<std::mutex> g(lock_);
-  regs_.emplace(id, std::move(r));
+  regs_.add(id, std::move(r));
   return m;
 }
 
-bool ofi_context::lookup_for_peer(uint64_t id, uint64_t key, int rank, int dev,
-                                  uint64_t incarnation, uint64_t& base, uint64_t& size) {
-  std::lock_guard<std::mutex> g(lock_);
-  auto it = regs_.find(id);
-  // A forged or mistyped handle may name a live id with another key: refused too.
-  if (it == regs_.end() || it->second->revoked || it->second->key != key) return false;
-  registration& r = *it->second;
-  const fetcher who{rank, dev, incarnation};
-  if (std::find(r.fetchers.begin(), r.fetchers.end(), who) == r.fetchers.end())
-    r.fetchers.push_back(who);
-  base = r.base;
-  size = r.size;
-  return true;
+bool ofi_context::lookup_for_peer(uint64_t id, uint64_t key, const key_asker& who, uint64_t& base,
+                                  uint64_t& size) {
+  return regs_.ask(id, who, [&](const registration& r) {
+    // A forged or mistyped handle may name a live id with another key: refused too.
+    if (r.key != key) return false;
+    base = r.base;
+    size = r.size;
+    return true;
+  });
 }
 
 void ofi_context::deregister_memory(mr_t& mr) {
-  std::vector<fetcher> fetchers;
-  std::vector<ofi_device*> devs;
-  {
-    std::lock_guard<std::mutex> g(lock_);
-    auto it = regs_.find(mr.generation);
-    if (it == regs_.end()) return;
-    it->second->revoked = true;
-    fetchers = it->second->fetchers;
-    devs = devices_;
-  }
-  for (const fetcher& f : fetchers)
-    if (size_t(f.dev) < devs.size() && devs[size_t(f.dev)])
-      devs[size_t(f.dev)]->queue_revoke(f.rank, mr.generation);
-}
-
-void ofi_context::revoke_acknowledged(uint64_t id, int rank, int dev, uint64_t incarnation) {
-  std::lock_guard<std::mutex> g(lock_);
-  auto it = regs_.find(id);
-  if (it != regs_.end()) std::erase(it->second->fetchers, fetcher{rank, dev, incarnation});
+  regs_.revoke(mr.generation);
 }
 
 bool ofi_context::region_idle(const mr_t& mr) {
-  std::lock_guard<std::mutex> g(lock_);
-  auto it = regs_.find(mr.generation);
-  if (it == regs_.end()) return true;
-  // A fetcher that died, or whose device is gone, will never acknowledge nor access again.
-  std::erase_if(it->second->fetchers, [&](const fetcher& f) {
-    ofi_device* d = size_t(f.dev) < devices_.size() ? devices_[size_t(f.dev)] : nullptr;
-    return !d || !d->peer_alive(f.rank);
-  });
-  return it->second->fetchers.empty();
+  return regs_.idle(mr.generation);
 }
 
 void ofi_context::release_region(mr_t& mr) {
-  std::unique_ptr<registration> r;
-  {
-    std::lock_guard<std::mutex> g(lock_);
-    auto it = regs_.find(mr.generation);
-    if (it == regs_.end()) return;
-    r = std::move(it->second);
-    regs_.erase(it);
-  }
-  fi_close(&r->mr->fid);
+  if (std::unique_ptr<registration> r = regs_.release(mr.generation)) fi_close(&r->mr->fid);
   mr = mr_t{};
-}
-
-void ofi_context::attach(int index, ofi_device* d) {
-  std::lock_guard<std::mutex> g(lock_);
-  if (devices_.size() <= size_t(index)) devices_.resize(size_t(index) + 1, nullptr);
-  devices_[size_t(index)] = d;
-}
-
-void ofi_context::detach(int index) {
-  std::lock_guard<std::mutex> g(lock_);
-  if (size_t(index) < devices_.size()) devices_[size_t(index)] = nullptr;
 }
 
 // ---- the accessing side (device) ------------------------------------------------------------
@@ -268,7 +218,8 @@ void ofi_device::key_message(int src, uint8_t kind, const char* body, size_t len
       if (len != sizeof(q)) break;
       memcpy(&q, body, sizeof(q));
       key_reply r{q.id, 0, 0, 0, {}};
-      r.found = ctx_.lookup_for_peer(q.id, q.key, src, index_, q.incarnation, r.base, r.size);
+      r.found =
+          ctx_.lookup_for_peer(q.id, q.key, key_asker{src, index_, q.incarnation}, r.base, r.size);
       util::lock_guard<util::spinlock> g(keys_lock_);
       send_control(src, kind_key_reply, &r, sizeof(r));
       return;
@@ -305,7 +256,7 @@ void ofi_device::key_message(int src, uint8_t kind, const char* body, size_t len
       revoke_ack a;
       if (len != sizeof(a)) break;
       memcpy(&a, body, sizeof(a));
-      ctx_.revoke_acknowledged(a.id, src, index_, a.incarnation);
+      ctx_.revoke_acknowledged(a.id, key_asker{src, index_, a.incarnation});
       return;
     }
   }

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "net/backend.hpp"
+#include "net/key_registry.hpp"
 #include "util/object_pool.hpp"
 #include "util/spinlock.hpp"
 
@@ -213,16 +214,14 @@ class ucx_context final : public context {
   // (WEFT_UCX_CHUNK), so UCP assembles one chunk at a time, not the whole transfer.
   size_t stream_chunk() const { return stream_chunk_; }
 
-  // A peer's request for registration `key` through device `dev`: false when there is no
-  // such live registration; else its packed key and extent, and the peer is remembered so
+  // A peer's request for registration `key`, by the device `who`: false when there is no
+  // such live registration; else its packed key and extent, and the asker is remembered so
   // that deregistration revokes its copy.
-  // A device is named by (rank, index, incarnation): a device freed and allocated again at
-  // the same index is another asker, whose copy its predecessor's farewell must not drop.
-  bool lookup_for_peer(uint64_t key, int rank, int dev, uint64_t incarnation, std::string& packed,
-                       uint64_t& base, uint64_t& size);
-  void revoke_acknowledged(uint64_t key, int rank, int dev, uint64_t incarnation);
-  void attach(int index, ucx_device* d);
-  void detach(int index);
+  bool lookup_for_peer(uint64_t key, const key_asker& who, std::string& packed, uint64_t& base,
+                       uint64_t& size);
+  void revoke_acknowledged(uint64_t key, const key_asker& who) { regs_.acknowledged(key, who); }
+  void attach(int index, ucx_device* d) { regs_.attach(index, d); }
+  void detach(int index) { regs_.detach(index); }
 
  private:
   struct registration {
@@ -230,23 +229,14 @@ class ucx_context final : public context {
     void* base = nullptr;
     size_t size = 0;
     std::string packed;
-    bool revoked = false;
-    struct fetcher {
-      int rank, dev;
-      uint64_t incarnation;
-      bool operator==(const fetcher&) const = default;
-    };
-    std::vector<fetcher> fetchers;  // devices holding a copy
   };
   std::shared_ptr<bootstrap::bootstrap> boot_;
   const int context_id_;
   ucp_context_h ucp_ = nullptr;
   bool peer_failure_ = true;
   size_t stream_chunk_ = 0;
-  std::mutex lock_;  // registrations and devices; never on the critical path
-  std::map<uint64_t, std::unique_ptr<registration>> regs_;
-  uint64_t next_key_ = 1;
-  std::vector<ucx_device*> devices_;
+  key_registry<registration, ucx_device> regs_;
+  std::atomic<uint64_t> next_key_{1};
 };
 
 }  // namespace weft::net::ucx

@@ -41,8 +41,9 @@ ucx_context::ucx_context(std::shared_ptr<bootstrap::bootstrap> boot, int context
 }
 
 ucx_context::~ucx_context() {
-  for (auto& [key, r] : regs_)
-    if (r->memh) ucp_mem_unmap(ucp_, r->memh);
+  regs_.for_each([&](registration& r) {
+    if (r.memh) ucp_mem_unmap(ucp_, r.memh);
+  });
   if (ucp_) ucp_cleanup(ucp_);
 }
 
@@ -54,17 +55,6 @@ std::string ucx_context::describe() const {
 
 std::unique_ptr<device> ucx_context::alloc_device(int index, const device_config& cfg) {
   return std::make_unique<ucx_device>(*this, index, cfg);
-}
-
-void ucx_context::attach(int index, ucx_device* d) {
-  std::lock_guard<std::mutex> g(lock_);
-  if (devices_.size() <= size_t(index)) devices_.resize(size_t(index) + 1, nullptr);
-  devices_[size_t(index)] = d;
-}
-
-void ucx_context::detach(int index) {
-  std::lock_guard<std::mutex> g(lock_);
-  devices_[size_t(index)] = nullptr;
 }
 
 mr_t ucx_context::register_memory(void* base, size_t size) {
@@ -82,72 +72,31 @@ mr_t ucx_context::register_memory(void* base, size_t size) {
   r->base = base;
   r->size = size;
   mr_t m{base, size, 0, 0, r.get()};
-  std::lock_guard<std::mutex> g(lock_);
-  m.key = next_key_++;  // never reused: a stale handle finds nothing
-  regs_.emplace(m.key, std::move(r));
+  m.key = next_key_.fetch_add(1);  // never reused: a stale handle finds nothing
+  regs_.add(m.key, std::move(r));
   return m;
 }
 
-bool ucx_context::lookup_for_peer(uint64_t key, int rank, int dev, uint64_t incarnation,
-                                  std::string& packed, uint64_t& base, uint64_t& size) {
-  std::lock_guard<std::mutex> g(lock_);
-  auto it = regs_.find(key);
-  if (it == regs_.end() || it->second->revoked) return false;
-  registration& r = *it->second;
-  const registration::fetcher who{rank, dev, incarnation};
-  if (std::find(r.fetchers.begin(), r.fetchers.end(), who) == r.fetchers.end())
-    r.fetchers.push_back(who);
-  packed = r.packed;
-  base = reinterpret_cast<uint64_t>(r.base);
-  size = r.size;
-  return true;
+bool ucx_context::lookup_for_peer(uint64_t key, const key_asker& who, std::string& packed,
+                                  uint64_t& base, uint64_t& size) {
+  return regs_.ask(key, who, [&](const registration& r) {
+    packed = r.packed;
+    base = reinterpret_cast<uint64_t>(r.base);
+    size = r.size;
+    return true;
+  });
 }
 
 void ucx_context::deregister_memory(mr_t& mr) {
-  std::vector<registration::fetcher> fetchers;
-  std::vector<ucx_device*> devs;
-  {
-    std::lock_guard<std::mutex> g(lock_);
-    auto it = regs_.find(mr.key);
-    if (it == regs_.end()) return;
-    it->second->revoked = true;
-    fetchers = it->second->fetchers;
-    devs = devices_;
-  }
-  for (const auto& f : fetchers)
-    if (size_t(f.dev) < devs.size() && devs[size_t(f.dev)])
-      devs[size_t(f.dev)]->queue_revoke(f.rank, mr.key);
-}
-
-void ucx_context::revoke_acknowledged(uint64_t key, int rank, int dev, uint64_t incarnation) {
-  std::lock_guard<std::mutex> g(lock_);
-  auto it = regs_.find(key);
-  if (it != regs_.end())
-    std::erase(it->second->fetchers, registration::fetcher{rank, dev, incarnation});
+  regs_.revoke(mr.key);
 }
 
 bool ucx_context::region_idle(const mr_t& mr) {
-  std::lock_guard<std::mutex> g(lock_);
-  auto it = regs_.find(mr.key);
-  if (it == regs_.end()) return true;
-  // A fetcher that died or whose device is gone will never acknowledge, nor access again.
-  std::erase_if(it->second->fetchers, [&](const registration::fetcher& f) {
-    ucx_device* d = size_t(f.dev) < devices_.size() ? devices_[size_t(f.dev)] : nullptr;
-    return !d || !d->peer_alive(f.rank);
-  });
-  return it->second->fetchers.empty();
+  return regs_.idle(mr.key);
 }
 
 void ucx_context::release_region(mr_t& mr) {
-  std::unique_ptr<registration> r;
-  {
-    std::lock_guard<std::mutex> g(lock_);
-    auto it = regs_.find(mr.key);
-    if (it == regs_.end()) return;
-    r = std::move(it->second);
-    regs_.erase(it);
-  }
-  ucp_mem_unmap(ucp_, r->memh);
+  if (std::unique_ptr<registration> r = regs_.release(mr.key)) ucp_mem_unmap(ucp_, r->memh);
   mr = mr_t{};
 }
 

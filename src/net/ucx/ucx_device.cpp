@@ -507,7 +507,8 @@ void ucx_device::handle_control() {
         uint64_t incarnation = 0;
         if (c.body.size() != 16) break;
         memcpy(&incarnation, c.body.data() + 8, 8);
-        r.found = ctx_.lookup_for_peer(key, c.rank, index_, incarnation, packed, r.base, r.size);
+        r.found = ctx_.lookup_for_peer(key, key_asker{c.rank, index_, incarnation}, packed, r.base,
+                                       r.size);
         control_out_.push_back(control{
             c.rank, kind_rkey_reply, std::string(reinterpret_cast<char*>(&r), sizeof(r)) + packed});
         break;
@@ -552,7 +553,7 @@ void ucx_device::handle_control() {
         uint64_t incarnation = 0;
         if (c.body.size() != 16) break;
         memcpy(&incarnation, c.body.data() + 8, 8);
-        ctx_.revoke_acknowledged(key, c.rank, index_, incarnation);
+        ctx_.revoke_acknowledged(key, key_asker{c.rank, index_, incarnation});
         break;
       }
     }
