@@ -226,6 +226,8 @@ class ofi_device final : public device {
     char body[max_note_size];  // a key_reply, or a notification
   };
   std::vector<control> control_out_;  // could not be sent at once; sent in order by poll
+  // control_out_ or settled_ may hold something (set under keys_lock_, read without it).
+  std::atomic<bool> backlogged_{false};
   struct settled {
     bool write, ok;
     void* ctx;

@@ -118,6 +118,7 @@ void ofi_device::settle(bool write, bool ok, void* ctx, const void* note, size_t
   settled d{write, ok, ctx, uint32_t(note_len), {}};
   if (note_len) memcpy(d.note, note, note_len);
   settled_.push_back(d);
+  backlogged_.store(true, std::memory_order_relaxed);
 }
 
 // RMA within this process is a copy: libfabric's shm provider answers every write and read
@@ -149,10 +150,13 @@ void ofi_device::send_control(int rank, uint8_t kind, const void* body, size_t l
   control c{rank, kind, uint8_t(len), {}};
   memcpy(c.body, body, len);
   control_out_.push_back(c);
+  backlogged_.store(true, std::memory_order_relaxed);
 }
 
 // From poll: queued control messages, then the accesses settled since the last poll.
 size_t ofi_device::flush_control(sink& s) {
+  // Every poll comes here: no lock while there is nothing (a push seen late waits one poll).
+  if (!backlogged_.load(std::memory_order_relaxed)) return 0;
   std::vector<settled> done;
   {
     util::lock_guard<util::spinlock> g(keys_lock_);
@@ -163,6 +167,7 @@ size_t ofi_device::flush_control(sink& s) {
       if (!send_buffer(c.rank, p, c.body, c.len, nullptr, 0, nullptr)) break;
     }
     control_out_.erase(control_out_.begin(), control_out_.begin() + long(sent));
+    if (control_out_.empty()) backlogged_.store(false, std::memory_order_relaxed);
     if (settled_.empty()) return sent;
     done.swap(settled_);
   }
