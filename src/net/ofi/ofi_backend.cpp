@@ -290,10 +290,10 @@ bool ofi_device::try_get(int rank, void* dst, size_t size, uint64_t remote_addr,
 bool ofi_device::rma(bool write, int rank, void* local, size_t size, uint64_t remote_addr, rkey_t k,
                      const void* note, size_t note_len, void* ctx) {
   if (rank == me_) return local_rma(write, local, size, remote_addr, k, note, note_len, ctx);
-  uint64_t base = 0;
+  remote_key* rk = nullptr;
   {
     util::lock_guard<util::spinlock> g(keys_lock_);
-    const char* why = resolve(rank, k, remote_addr, size, &base);
+    const char* why = resolve(rank, k, remote_addr, size, &rk);
     if (!why) return false;  // the owner is being asked: the core retries
     if (*why) {
       WEFT_LOG(debug, "ofi: %s of %zu bytes at rank %d refused: %s", write ? "put" : "get", size,
@@ -306,13 +306,13 @@ bool ofi_device::rma(bool write, int rank, void* local, size_t size, uint64_t re
       settle(write, true, ctx, nullptr, 0);
       return true;
     }
-    access_started(rank, k.generation);
+    ++rk->in_flight;  // a revocation waits for it
   }
   op* o = rma_ops_.get();
   o->kind = write ? op::write : op::read;
   o->rank = rank;
   o->ctx = ctx;
-  o->region = k.generation;
+  o->held = rk;
   uint64_t flags = FI_COMPLETION | (write ? FI_DELIVERY_COMPLETE : 0);
   uint64_t data = 0;
   note_sender::use u;
@@ -332,7 +332,8 @@ bool ofi_device::rma(bool write, int rank, void* local, size_t size, uint64_t re
   if (ctx_.mr_local() && size)
     o->local_mr = register_local(local, size, write ? FI_WRITE : FI_READ);
   void* desc = o->local_mr ? fi_mr_desc(o->local_mr) : nullptr;
-  fi_rma_iov target{ctx_.virt_addr() ? remote_addr : remote_addr - base, size, k.key};
+  // rk->base is the owner's answer, written once before the entry became ready.
+  fi_rma_iov target{ctx_.virt_addr() ? remote_addr : remote_addr - rk->base, size, k.key};
   fi_msg_rma msg{&iov, &desc, 1, peers_[size_t(rank)], &target, 1, &o->fi, data};
   ssize_t rc = write ? fi_writemsg(ep_, &msg, flags) : fi_readmsg(ep_, &msg, flags);
   if (rc == 0) return true;
@@ -341,7 +342,7 @@ bool ofi_device::rma(bool write, int rank, void* local, size_t size, uint64_t re
            fi_strerror(int(-rc)));
   if (o->local_mr) fi_close(&o->local_mr->fid);
   rma_ops_.put(o);
-  access_finished(rank, k.generation);
+  access_finished(rank, rk);
   if (rc != -FI_EAGAIN) check(rc, write ? "fi_writemsg" : "fi_readmsg");
   return false;
 }
@@ -491,7 +492,7 @@ void ofi_device::complete(sink& s, op* o, bool ok) {
         memcpy(n.note, o->note, o->note_len);
         notes_.push_back(n);
       }
-      access_finished(o->rank, o->region);
+      access_finished(o->rank, o->held);
       if (o->kind == op::write)
         s.on_put_local_done(o->ctx, ok);
       else

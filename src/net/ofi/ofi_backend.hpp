@@ -107,6 +107,14 @@ class ofi_device final : public device {
     uint32_t note_len;
     char note[max_note_size];
   };
+  // A peer's registration as this device knows it, per (rank, id). Entries are never
+  // erased, so an operation in flight may point at its own.
+  struct remote_key {
+    enum state_t : uint8_t { fetching, ready, refused } state = fetching;
+    bool ack_owed = false;  // revoked with accesses in flight: acknowledge when they end
+    uint32_t in_flight = 0;
+    uint64_t id = 0, key = 0, base = 0, size = 0;
+  };
   // The completion context of every operation: fi_context2 first, as the provider wants.
   struct op {
     fi_context2 fi;
@@ -116,7 +124,7 @@ class ofi_device final : public device {
     void* ctx = nullptr;         // write / read: the core's context
     stream* owner = nullptr;     // send of a rendezvous chunk
     fid_mr* local_mr = nullptr;  // FI_MR_LOCAL: the registration of a user buffer
-    uint64_t region = 0;         // write / read: the registration id (remote_keys.cpp)
+    remote_key* held = nullptr;  // write / read: the peer registration it accesses
     int32_t note_slot = -1;      // write notified through CQ data: its slot
     uint32_t note_len = 0;       // notified by message afterwards
     char note[max_note_size];
@@ -135,11 +143,11 @@ class ofi_device final : public device {
   bool rma(bool write, int rank, void* local, size_t size, uint64_t remote_addr, rkey_t k,
            const void* note, size_t note_len, void* ctx);
   void advance_streams();
-  // remote_keys.cpp. Under keys_lock_: why an access cannot go ahead, "" when it can (its
-  // registration's base in *base), nullptr while the owner is being asked.
-  const char* resolve(int rank, rkey_t k, uint64_t addr, size_t size, uint64_t* base);
-  void access_started(int rank, uint64_t id);  // under keys_lock_
-  void access_finished(int rank, uint64_t id);
+  // remote_keys.cpp. Under keys_lock_: why an access cannot go ahead, "" when it can (the
+  // registration's entry in *out), nullptr while the owner is being asked.
+  const char* resolve(int rank, rkey_t k, uint64_t addr, size_t size, remote_key** out);
+  // An access counted in `rk.in_flight` (under keys_lock_) has ended.
+  void access_finished(int rank, remote_key* rk);
   // Before the endpoint closes: tells each owner that this device is done with its
   // registrations, so that deregistration there does not wait for it.
   void farewell();
@@ -205,19 +213,13 @@ class ofi_device final : public device {
   std::unique_ptr<liveness[]> live_;
   util::spinlock live_lock_;
 
-  // Peers' registrations this device has asked about, per (rank, id).
-  struct remote_key {
-    enum state_t : uint8_t { fetching, ready, refused } state = fetching;
-    bool ack_owed = false;  // revoked with accesses in flight: acknowledge when they end
-    uint32_t in_flight = 0;
-    uint64_t key = 0, base = 0, size = 0;
-  };
   struct pair_hash {
     size_t operator()(const std::pair<int, uint64_t>& p) const {
       return std::hash<uint64_t>()(p.second * 0x9e3779b97f4a7c15ull ^ uint64_t(p.first));
     }
   };
   util::spinlock keys_lock_;  // keys_, control_out_, settled_
+  // Peers' registrations this device has asked about, per (rank, id).
   std::unordered_map<std::pair<int, uint64_t>, remote_key, pair_hash> keys_;
   struct control {
     int rank;

@@ -66,10 +66,11 @@ void ofi_context::release_region(mr_t& mr) {
 
 // ---- the accessing side (device) ------------------------------------------------------------
 
-const char* ofi_device::resolve(int rank, rkey_t k, uint64_t addr, size_t size, uint64_t* base) {
+const char* ofi_device::resolve(int rank, rkey_t k, uint64_t addr, size_t size, remote_key** out) {
   auto [it, fresh] = keys_.try_emplace({rank, k.generation});
   remote_key& rk = it->second;
   if (fresh) {
+    rk.id = k.generation;
     rk.key = k.key;
     key_request q{k.generation, k.key, incarnation_};
     send_control(rank, kind_key_request, &q, sizeof(q));
@@ -83,7 +84,7 @@ const char* ofi_device::resolve(int rank, rkey_t k, uint64_t addr, size_t size, 
   if (rk.key != k.key) return "the handle's key is not its region's";
   if (addr < rk.base || size > rk.size || addr - rk.base > rk.size - size)
     return "the access lies outside the region";
-  if (base) *base = rk.base;
+  if (out) *out = &rk;
   return "";
 }
 
@@ -98,18 +99,11 @@ const char* ofi_device::check_remote(int rank, uint64_t remote_addr, size_t size
   return why && *why ? why : nullptr;
 }
 
-void ofi_device::access_started(int rank, uint64_t id) {
-  ++keys_[{rank, id}].in_flight;
-}
-
-void ofi_device::access_finished(int rank, uint64_t id) {
+void ofi_device::access_finished(int rank, remote_key* rk) {
   util::lock_guard<util::spinlock> g(keys_lock_);
-  auto it = keys_.find({rank, id});
-  if (it == keys_.end() || it->second.in_flight == 0) return;
-  remote_key& rk = it->second;
-  if (--rk.in_flight == 0 && rk.ack_owed) {
-    rk.ack_owed = false;
-    revoke_ack a{id, incarnation_};
+  if (--rk->in_flight == 0 && rk->ack_owed) {
+    rk->ack_owed = false;
+    revoke_ack a{rk->id, incarnation_};
     send_control(rank, kind_revoke_ack, &a, sizeof(a));
   }
 }
@@ -182,6 +176,14 @@ size_t ofi_device::flush_control(sink& s) {
 }
 
 namespace {
+// A registration message's body is exactly one T; anything else is malformed.
+template <typename T>
+bool read_body(const char* body, size_t len, T& out) {
+  if (len != sizeof(T)) return false;
+  memcpy(&out, body, sizeof(T));
+  return true;
+}
+
 struct discarding_sink final : sink {
   void on_message(int, const void*, size_t) override {}
   void on_put_local_done(void*, bool) override {}
@@ -220,8 +222,7 @@ void ofi_device::key_message(int src, uint8_t kind, const char* body, size_t len
   switch (kind) {
     case kind_key_request: {
       key_request q;
-      if (len != sizeof(q)) break;
-      memcpy(&q, body, sizeof(q));
+      if (!read_body(body, len, q)) break;
       key_reply r{q.id, 0, 0, 0, {}};
       r.found =
           ctx_.lookup_for_peer(q.id, q.key, key_asker{src, index_, q.incarnation}, r.base, r.size);
@@ -231,8 +232,7 @@ void ofi_device::key_message(int src, uint8_t kind, const char* body, size_t len
     }
     case kind_key_reply: {
       key_reply r;
-      if (len != sizeof(r)) break;
-      memcpy(&r, body, sizeof(r));
+      if (!read_body(body, len, r)) break;
       util::lock_guard<util::spinlock> g(keys_lock_);
       auto it = keys_.find({src, r.id});
       // Not asked, or revoked meanwhile (the revocation came first): nothing to learn.
@@ -244,10 +244,10 @@ void ofi_device::key_message(int src, uint8_t kind, const char* body, size_t len
     }
     case kind_revoke: {
       uint64_t id;
-      if (len != sizeof(id)) break;
-      memcpy(&id, body, sizeof(id));
+      if (!read_body(body, len, id)) break;
       util::lock_guard<util::spinlock> g(keys_lock_);
       remote_key& rk = keys_[{src, id}];
+      rk.id = id;
       rk.state = remote_key::refused;
       if (rk.in_flight) {
         rk.ack_owed = true;
@@ -259,8 +259,7 @@ void ofi_device::key_message(int src, uint8_t kind, const char* body, size_t len
     }
     case kind_revoke_ack: {
       revoke_ack a;
-      if (len != sizeof(a)) break;
-      memcpy(&a, body, sizeof(a));
+      if (!read_body(body, len, a)) break;
       ctx_.revoke_acknowledged(a.id, key_asker{src, index_, a.incarnation});
       return;
     }
