@@ -286,6 +286,78 @@ int scenario_threads(bool dedicated) {
   return finish(dedicated ? "threads_dedicated" : "threads_shared");
 }
 
+// The last messages before a finalize arrive. Every rank but 0 sends a burst to rank 0 and
+// finalizes as soon as its sends have completed locally, with no barrier, while rank 0 keeps
+// sending to it (so its connections close with data unread). Rank 0 must receive every byte
+// of every burst. Finalizes itself.
+int scenario_last_words() {
+  const int me = weft::get_rank_me(), n = weft::get_rank_n();
+  constexpr int kBurst = 300;
+  constexpr size_t kSize = 2000;
+  constexpr int kChatter = 4000;
+  weft::comp_t cq = weft::alloc_cq_x().depth(8192)();
+  weft::rcomp_t rc = weft::register_rcomp(cq);
+  weft::barrier();
+  if (me != 0) {
+    std::vector<std::vector<char>> bufs(kBurst, std::vector<char>(kSize));
+    weft::comp_t sent = weft::alloc_cq_x().depth(kBurst)();
+    int pending = 0;
+    for (int i = 0; i < kBurst; ++i) {
+      fill(bufs[size_t(i)].data(), kSize, size_t(me * 1000 + i));
+      weft::status_t s = post_until([&] {
+        return weft::post_am_x(0, bufs[size_t(i)].data(), kSize, sent, rc).tag(weft::tag_t(i))();
+      });
+      CHECK(s.error.is_posted() || s.error.is_done());
+      if (s.error.is_posted()) ++pending;
+    }
+    deadline d(30);
+    while (pending > 0) {
+      weft::progress();
+      for (weft::status_t s = weft::cq_pop(sent); !s.error.is_retry(); s = weft::cq_pop(sent)) {
+        CHECK(s.error.is_done());
+        --pending;
+      }
+      for (weft::status_t s = weft::cq_pop(cq); s.error.is_done(); s = weft::cq_pop(cq))
+        std::free(s.buf);  // rank 0's chatter
+      d.check("the burst's local completions");
+    }
+    weft::free_comp(&sent);
+    weft::g_runtime_fina();  // rank 0's messages still arriving: nobody takes them
+    return finish("last_words");
+  }
+  std::vector<int> got(size_t(n), 0);
+  int total = 0;
+  std::vector<char> chatter(64, 7);
+  std::vector<bool> gone(size_t(n), false);
+  std::vector<int> chattered(size_t(n), 0);  // fewer than the peer's queue holds
+  deadline d(30);
+  while (total < kBurst * (n - 1)) {
+    for (int r = 1; r < n; ++r) {
+      if (gone[size_t(r)] || chattered[size_t(r)]++ >= kChatter) continue;
+      try {  // lost once the peer has gone, and refused once it is known to be gone
+        weft::post_am(r, chatter.data(), chatter.size(), weft::comp_t{}, rc);
+      } catch (const weft::fatal_error&) {
+        gone[size_t(r)] = true;
+      }
+    }
+    weft::progress();
+    for (weft::status_t s = weft::cq_pop(cq); s.error.is_done(); s = weft::cq_pop(cq)) {
+      CHECK(s.rank > 0 && s.rank < n);
+      CHECK_EQ(s.size, kSize);
+      if (s.rank > 0 && s.rank < n && s.size == kSize) {
+        CHECK_EQ(verify(s.buf, kSize, size_t(s.rank * 1000) + s.tag), SIZE_MAX);
+        ++got[size_t(s.rank)];
+      }
+      std::free(s.buf);
+      ++total;
+    }
+    if (std::chrono::steady_clock::now() > d.end) break;
+  }
+  for (int r = 1; r < n; ++r) CHECK_EQ(got[size_t(r)], kBurst);
+  weft::g_runtime_fina();
+  return finish("last_words");
+}
+
 int scenario_barrier() {
   const int me = weft::get_rank_me();
   for (int i = 0; i < 50; ++i) weft::barrier();
@@ -666,6 +738,7 @@ int main(int argc, char** argv) {
       {"threads_dedicated", [] { return scenario_threads(true); }},
       {"threads_shared", [] { return scenario_threads(false); }},
       {"barrier", scenario_barrier},
+      {"last_words", scenario_last_words},
       {"packets", scenario_packets},
       {"runtimes", scenario_runtimes},
       {"errors", scenario_errors},
@@ -689,7 +762,7 @@ int main(int argc, char** argv) {
   try {
     weft::g_runtime_init();
     int rc = it->second();
-    if (s != "errors" && s != "rma_farewell") {  // these finalize themselves
+    if (s != "errors" && s != "rma_farewell" && s != "last_words") {  // these finalize themselves
       weft::barrier();
       weft::g_runtime_fina();
     }

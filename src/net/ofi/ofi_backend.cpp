@@ -24,6 +24,11 @@ void check(ssize_t rc, const char* what) {
   if (rc != 0) util::fail(call, what, std::to_string(rc), fi_strerror(int(-rc)));
 }
 
+constexpr size_t send_cells = 256;             // send buffers per device
+size_t recv_cells(const device_config& cfg) {  // receives kept posted per device
+  return std::max<size_t>(16, std::min<size_t>(cfg.inbox_depth, 256));
+}
+
 std::string key(int ctx, int index) {
   return "ofi-" + std::to_string(ctx) + "-" + std::to_string(index);
 }
@@ -62,6 +67,12 @@ ofi_context::ofi_context(std::shared_ptr<bootstrap::bootstrap> boot, int context
         break;
       }
   }
+  // Room for messages that arrive before a receive is posted again: the sockets provider's
+  // default overflowed thousands of times a run under four threads (each time it holds the
+  // message back). Only there: ofi_rxm refuses an endpoint that asks for more than its own.
+  if (strcmp(info_->fabric_attr->prov_name, "sockets") == 0 &&
+      info_->rx_attr->total_buffered_recv == 0)
+    info_->rx_attr->total_buffered_recv = 64 << 20;
   virt_addr_ = info_->domain_attr->mr_mode & FI_MR_VIRT_ADDR;
   prov_key_ = info_->domain_attr->mr_mode & FI_MR_PROV_KEY;
   mr_local_ =
@@ -106,7 +117,10 @@ ofi_device::ofi_device(ofi_context& ctx, int index, const device_config& cfg)
   fi_info* info = ctx.info();
   fi_cq_attr cq_attr{};
   cq_attr.format = FI_CQ_FORMAT_DATA;
-  cq_attr.size = 0;
+  // Every posted receive and send buffer, the provider's queue of writes and reads, and the
+  // peers' notified writes fit many times over: a provider whose queue overflows may drop
+  // completions (sockets does), and its default size is its own choice.
+  cq_attr.size = std::max<size_t>(8192, 4 * (recv_cells(cfg) + send_cells + info->tx_attr->size));
   check(fi_cq_open(ctx.domain(), &cq_attr, &cq_, nullptr), "fi_cq_open");
   fi_av_attr av_attr{};
   av_attr.type = FI_AV_TABLE;
@@ -129,9 +143,11 @@ ofi_device::ofi_device(ofi_context& ctx, int index, const device_config& cfg)
   const int n = b.size();
   peers_.resize(size_t(n));
   dead_.reset(new std::atomic<bool>[size_t(n)]);
+  talk_.reset(new std::atomic<uint8_t>[size_t(n)]);
   live_.reset(new liveness[size_t(n)]);
   for (int r = 0; r < n; ++r) {
     dead_[size_t(r)].store(false);
+    talk_[size_t(r)].store(0);
     std::string theirs = b.get(r, key(ctx.context_id(), index));
     if (fi_av_insert(av_, theirs.data(), 1, &peers_[size_t(r)], 0, nullptr) != 1)
       util::fail(call, "address of rank " + std::to_string(r),
@@ -139,8 +155,8 @@ ofi_device::ofi_device(ofi_context& ctx, int index, const device_config& cfg)
                  "fi_av_insert refused it (a peer with another provider?)");
   }
 
-  const size_t nrecv = std::max<size_t>(16, std::min<size_t>(cfg.inbox_depth, 256));
-  const size_t nsend = 256;
+  const size_t nrecv = recv_cells(cfg);
+  const size_t nsend = send_cells;
   recv_mem_.resize(nrecv * cell_size_);
   send_mem_.resize(nsend * cell_size_);
   recv_ops_.resize(nrecv);
@@ -171,6 +187,7 @@ ofi_device::~ofi_device() {
            static_cast<unsigned long long>(notify_counts_.by_message));
   ctx_.detach(index_);
   farewell();
+  goodbye();
   if (ep_) fi_close(&ep_->fid);
   if (av_) fi_close(&av_->fid);
   if (cq_) fi_close(&cq_->fid);
@@ -223,10 +240,15 @@ bool ofi_device::send_buffer(int rank, const prefix& p, const void* a, size_t al
   send_ops_[i].rank = rank;
   ssize_t rc = fi_send(ep_, buf, sizeof(p) + alen + blen, send_desc(), peers_[size_t(rank)],
                        &send_ops_[i].fi);
-  if (rc == 0) return true;
-  util::lock_guard<util::spinlock> g(send_lock_);
-  free_sends_.push_back(i);
-  if (rc != -FI_EAGAIN) check(rc, "fi_send");
+  if (rc == 0) {
+    mark_talked(rank);
+    return true;
+  }
+  {
+    util::lock_guard<util::spinlock> g(send_lock_);
+    free_sends_.push_back(i);
+  }
+  unreachable(rc, rank, "fi_send");
   return false;
 }
 
@@ -241,9 +263,12 @@ bool ofi_device::try_send(int rank, const void* hdr, size_t hdr_len, const void*
       memcpy(buf + sizeof(p), hdr, hdr_len);
       if (len) memcpy(buf + sizeof(p) + hdr_len, payload, len);
       ssize_t rc = fi_inject(ep_, buf, total, peers_[size_t(rank)]);
-      if (rc == -FI_EAGAIN) return false;
-      check(rc, "fi_inject");
-      return true;
+      if (rc == 0) {
+        mark_talked(rank);
+        return true;
+      }
+      unreachable(rc, rank, "fi_inject");
+      return false;
     }
   }
   return send_buffer(rank, p, hdr, hdr_len, payload, len, nullptr);
@@ -336,14 +361,17 @@ bool ofi_device::rma(bool write, int rank, void* local, size_t size, uint64_t re
   fi_rma_iov target{ctx_.virt_addr() ? remote_addr : remote_addr - rk->base, size, k.key};
   fi_msg_rma msg{&iov, &desc, 1, peers_[size_t(rank)], &target, 1, &o->fi, data};
   ssize_t rc = write ? fi_writemsg(ep_, &msg, flags) : fi_readmsg(ep_, &msg, flags);
-  if (rc == 0) return true;
+  if (rc == 0) {
+    mark_talked(rank);
+    return true;
+  }
   if (o->note_slot >= 0) note_out_->release(rank, uint32_t(o->note_slot));
   WEFT_LOG(debug, "ofi: %s of %zu bytes with rank %d: %s", write ? "write" : "read", size, rank,
            fi_strerror(int(-rc)));
   if (o->local_mr) fi_close(&o->local_mr->fid);
   rma_ops_.put(o);
   access_finished(rank, rk);
-  if (rc != -FI_EAGAIN) check(rc, write ? "fi_writemsg" : "fi_readmsg");
+  unreachable(rc, rank, write ? "fi_writemsg" : "fi_readmsg");
   return false;
 }
 
@@ -391,6 +419,17 @@ void ofi_device::received(sink& s, op* o, size_t len) {
       return;
     }
     case kind_pong: return;
+    case kind_bye: {
+      // Answered unless this device has said goodbye to the peer itself: that serves as
+      // the answer, and the peer's endpoint may already be gone.
+      const uint8_t was = talk_[size_t(src)].fetch_or(bye_heard, std::memory_order_relaxed);
+      if (!(was & bye_sent)) {
+        prefix ack{uint32_t(me_), kind_bye_ack, {}};
+        send_buffer(src, ack, nullptr, 0, nullptr, 0, nullptr);  // lost: the peer times out
+      }
+      return;
+    }
+    case kind_bye_ack: talk_[size_t(src)].fetch_or(bye_answered, std::memory_order_relaxed); return;
     case kind_key_request:
     case kind_key_reply:
     case kind_revoke:
@@ -432,6 +471,26 @@ void ofi_device::heard_from(int rank) {
   // Only the poller (under poll_lock_) writes it: a plain store, no locked read-modify-write.
   auto& heard = live_[size_t(rank)].heard;
   heard.store(heard.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  mark_talked(rank);
+}
+
+bool ofi_device::unreachable(ssize_t rc, int rank, const char* what) {
+  switch (rc) {
+    case -FI_EAGAIN: return false;
+    case -FI_ENOENT:  // the sockets provider's answer when it cannot connect
+    case -FI_ECONNREFUSED:
+    case -FI_ECONNRESET:
+    case -FI_ECONNABORTED:
+    case -FI_ENOTCONN:
+    case -FI_EHOSTUNREACH:
+    case -FI_ENETUNREACH:
+    case -FI_ETIMEDOUT:
+      if (!dead_[size_t(rank)].exchange(true))
+        WEFT_LOG(warn, "ofi: %s to rank %d: %s; taking it for dead", what, rank,
+                 fi_strerror(int(-rc)));
+      return true;
+    default: check(rc, what); return false;
+  }
 }
 
 // A peer's write with CQ data: the notification of a put, by slot.
@@ -545,7 +604,11 @@ size_t ofi_device::poll(sink& s, size_t max) {
     if (got < 0) check(got, "fi_cq_read");
     for (ssize_t i = 0; i < got; ++i) {
       auto* o = static_cast<op*>(e[i].op_context);
-      if ((e[i].flags & FI_REMOTE_CQ_DATA) && (!o || (e[i].flags & FI_RMA))) {
+      // A peer's write with CQ data. Not one of ours that completed: the sockets provider
+      // flags our own write's completion FI_REMOTE_CQ_DATA too, and tcp sets no FI_RMA on
+      // a peer's write.
+      if ((e[i].flags & FI_REMOTE_CQ_DATA) &&
+          !(e[i].flags & (FI_WRITE | FI_READ | FI_SEND | FI_MSG))) {
         remote_write(s, e[i].data);
         // With FI_RX_CQ_DATA the write used a posted receive (the context): post it again.
         // Otherwise the context means nothing (libfabric's shm provider leaves 0x1 there).

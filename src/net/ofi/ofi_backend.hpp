@@ -76,7 +76,9 @@ class ofi_device final : public device {
     kind_key_request,  // key_request: may this device access registration `id`?
     kind_key_reply,    // key_reply
     kind_revoke,       // uint64_t id: the registration is gone; acknowledge when idle
-    kind_revoke_ack    // revoke_ack: done with `id` (also unasked, when the device goes)
+    kind_revoke_ack,   // revoke_ack: done with `id` (also unasked, when the device goes)
+    kind_bye,          // the sender's device is closing: everything it sent came before
+    kind_bye_ack       // the answer to kind_bye: everything the closing device sent arrived
   };
   struct key_request {
     uint64_t id, key, incarnation;
@@ -138,6 +140,18 @@ class ofi_device final : public device {
   void remote_write(sink& s, uint64_t data);
   bool send_definition(int rank, const note_sender::use& u, const void* note, size_t len);
   void heard_from(int rank);
+  // A send that failed for want of a connection (the peer's endpoint is gone): the peer is
+  // taken for dead, and true. Any other error than -FI_EAGAIN throws.
+  bool unreachable(ssize_t rc, int rank, const char* what);
+  void mark_talked(int rank) {
+    if (!(talk_[size_t(rank)].load(std::memory_order_relaxed) & talked))
+      talk_[size_t(rank)].fetch_or(talked, std::memory_order_relaxed);
+  }
+  // Before the endpoint closes: says goodbye to every peer it exchanged messages with and
+  // waits (2 s at most) until each has answered or said goodbye itself, so that nothing
+  // this device sent is lost when its connections close (the sockets provider drops what
+  // a closed socket had not yet delivered).
+  void goodbye();
   void post_recv(uint32_t i);
   bool send_note(int rank, const void* note, size_t len);
   bool rma(bool write, int rank, void* local, size_t size, uint64_t remote_addr, rkey_t k,
@@ -202,6 +216,10 @@ class ofi_device final : public device {
   } notify_counts_;  // notifications received, counted by the poller for the log
   std::vector<uint32_t> to_repost_;
   std::unique_ptr<std::atomic<bool>[]> dead_;
+  // Per peer, for goodbye(): whether messages went either way, and how far the closing
+  // handshake has come.
+  enum talk_bits : uint8_t { talked = 1, bye_heard = 2, bye_answered = 4, bye_sent = 8 };
+  std::unique_ptr<std::atomic<uint8_t>[]> talk_;
   // Liveness: the providers here report no dead peer, so a peer that Weft waits on and that
   // has been silent for a while is pinged; no answer within WEFT_PEER_TIMEOUT, or a ping
   // that fails to send, and it is dead.

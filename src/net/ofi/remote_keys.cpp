@@ -157,6 +157,7 @@ size_t ofi_device::flush_control(sink& s) {
     size_t sent = 0;
     for (; sent < control_out_.size(); ++sent) {
       const control& c = control_out_[sent];
+      if (dead_[size_t(c.rank)].load(std::memory_order_relaxed)) continue;  // nobody to tell
       prefix p{uint32_t(me_), c.kind, {}};
       if (!send_buffer(c.rank, p, c.body, c.len, nullptr, 0, nullptr)) break;
     }
@@ -184,38 +185,7 @@ bool read_body(const char* body, size_t len, T& out) {
   return true;
 }
 
-struct discarding_sink final : sink {
-  void on_message(int, const void*, size_t) override {}
-  void on_put_local_done(void*, bool) override {}
-  void on_get_done(void*, bool) override {}
-  void on_remote_notify(int, const void*, size_t) override {}
-};
 }  // namespace
-
-void ofi_device::farewell() {
-  {
-    util::lock_guard<util::spinlock> g(keys_lock_);
-    for (auto& [who, rk] : keys_) {
-      if (rk.state == remote_key::refused) continue;  // acknowledged already, or never held
-      revoke_ack a{who.second, incarnation_};
-      send_control(who.first, kind_revoke_ack, &a, sizeof(a));
-    }
-  }
-  // Until every send buffer is back (the messages left), for a second at most: a peer that
-  // is gone is no reason to hang here.
-  discarding_sink s;
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-  for (;;) {
-    poll(s, 64);
-    bool idle;
-    {
-      util::lock_guard<util::spinlock> g(keys_lock_);
-      util::lock_guard<util::spinlock> h(send_lock_);
-      idle = control_out_.empty() && free_sends_.size() == send_ops_.size();
-    }
-    if (idle || std::chrono::steady_clock::now() > until) return;
-  }
-}
 
 // A control message from `src` (under poll_lock_).
 void ofi_device::key_message(int src, uint8_t kind, const char* body, size_t len) {

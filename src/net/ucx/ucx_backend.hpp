@@ -178,6 +178,7 @@ class ucx_device final : public device {
   std::vector<op> send_ops_;
   std::vector<uint32_t> free_sends_;
   std::vector<event> events_;
+  bool closing_ = false;  // the destructor has released events_: drop, do not hold
   std::map<std::pair<int, uint64_t>, remote_key> keys_;
   std::vector<control> control_in_, control_out_;
   // Notifications waiting to be sent (no allocation per notified put or get).

@@ -158,6 +158,7 @@ ucx_device::~ucx_device() {
     if (k.rkey) ucp_rkey_destroy(k.rkey);
   for (auto& e : events_)
     if (e.release) ucp_am_data_release(worker_, e.data);
+  closing_ = true;  // what arrives from now on is dropped at once, not held
   // Close every endpoint, flushing what is still queued to live peers; bounded, since a
   // peer may be gone without UCX having noticed.
   std::vector<void*> closing;
@@ -177,8 +178,12 @@ ucx_device::~ucx_device() {
       return true;
     });
   }
-  if (!closing.empty())
+  if (!closing.empty()) {
+    // A peer that finalized before we did acknowledges nothing more (shared memory does not
+    // notice that it left): released unfinished, so that the worker can be destroyed.
     WEFT_LOG(warn, "ucx: %zu endpoints still closing after 5 s; abandoned", closing.size());
+    for (void* req : closing) ucp_request_free(req);
+  }
   ucp_worker_destroy(worker_);
 }
 
@@ -456,6 +461,7 @@ ucs_status_t ucx_device::received(const am_header& h, size_t header_len, void* d
              unsigned(h.kind));
     return UCS_OK;
   }
+  if (closing_) return UCS_OK;
   const int src = int(h.src);
   switch (h.kind) {
     case kind_message: {
