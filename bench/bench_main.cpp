@@ -1,7 +1,7 @@
 // One benchmark program, built once per library (Weft, MPICH, Open MPI) from the same
 // workload code. Rank 0 prints one RESULT line per figure.
 //   bench <lat|rate|bw> [--mode am|sr] [--threads T] [--resources dedicated|shared|shared_cq]
-//         [--iters N] [--sizes a,b,c] [--am-buffer malloc|packet]
+//         [--iters N] [--sizes a,b,c] [--am-buffer malloc|packet] [--window W]
 // Two ranks: lane t of rank 0 talks to lane t of rank 1. One rank: each lane talks to itself.
 #include <algorithm>
 #include <atomic>
@@ -43,7 +43,14 @@ struct options {
   // std::free (the default API); packet: a packet of the pool, handed back with put_upacket
   // (what MPI's ring of pre-posted receives does with its own buffers).
   bool am_packets = false;
+  // bw: transfers in flight per round; 0 keeps at most 16 MiB in flight (16 up to 1 MiB).
+  size_t window = 0;
 };
+
+size_t bw_window(const options& o, size_t size) {
+  if (o.window) return o.window;
+  return std::max<size_t>(1, std::min<size_t>(16, (size_t(16) << 20) / std::max<size_t>(size, 1)));
+}
 
 // ---- workloads: identical for every library ----------------------------------------------
 
@@ -113,13 +120,11 @@ long rate(Lane& l, bool initiator, bool loopback, bool am, long iters) {
   return rounds * window;
 }
 
-// Windowed send/receive of `size` bytes with the same buffers every time; at most 16 MiB
-// in flight (a window of 16 up to 1 MiB, fewer above). Returns bytes moved.
+// Windowed send/receive of `size` bytes, `window` at a time, with the same buffers every
+// time. Returns bytes moved.
 template <typename Lane>
-double bandwidth(Lane& l, bool initiator, bool loopback, size_t size, std::vector<char>& sbuf,
-                 std::vector<char>& rbuf, long reps) {
-  const size_t window =
-      std::max<size_t>(1, std::min<size_t>(16, (size_t(16) << 20) / std::max<size_t>(size, 1)));
+double bandwidth(Lane& l, bool initiator, bool loopback, size_t size, size_t window,
+                 std::vector<char>& sbuf, std::vector<char>& rbuf, long reps) {
   char ack[8] = {0};
   for (long r = 0; r < reps; ++r) {
     if (!initiator || loopback)
@@ -151,6 +156,8 @@ options parse(int argc, char** argv) {
       o.threads = atoi(next().c_str());
     else if (a == "--am-buffer")
       o.am_packets = next() == "packet";
+    else if (a == "--window")
+      o.window = size_t(atol(next().c_str()));
     else if (a == "--iters")
       o.iters = atol(next().c_str());
     else if (a == "--resources") {
@@ -246,7 +253,7 @@ int main(int argc, char** argv) {
     report("rate", 8, double(msgs.load()) / s / 1e6, "Mmsg/s");
   } else if (o.workload == "bw") {
     for (size_t size : o.sizes) {
-      const size_t window = std::max<size_t>(1, std::min<size_t>(16, (size_t(16) << 20) / size));
+      const size_t window = bw_window(o, size);
       long reps = std::max<long>(4, long((size_t(1) << 30) / (size * window)) * o.iters / 100000);
       std::vector<std::vector<char>> sb(size_t(o.threads)), rb(size_t(o.threads));
       for (int t = 0; t < o.threads; ++t) {
@@ -260,12 +267,12 @@ int main(int argc, char** argv) {
       };
       run_threads([&](lane_t& l) {  // warm-up: touch the buffers, set up the protocol
         size_t t = lane_index(l);
-        bandwidth(l, initiator, loopback, size, sb[t], rb[t], std::max<long>(1, reps / 8));
+        bandwidth(l, initiator, loopback, size, window, sb[t], rb[t], std::max<long>(1, reps / 8));
       });
       std::atomic<double> bytes{0};
       double s = run_threads([&](lane_t& l) {
         size_t t = lane_index(l);
-        double b = bandwidth(l, initiator, loopback, size, sb[t], rb[t], reps);
+        double b = bandwidth(l, initiator, loopback, size, window, sb[t], rb[t], reps);
         double cur = bytes.load();
         while (!bytes.compare_exchange_weak(cur, cur + b)) {
         }
