@@ -54,7 +54,8 @@ void ofi_device::goodbye() {
     for (int r = 0; r < int(peers_.size()); ++r) {
       if (r == me_ || dead_[size_t(r)].load()) continue;
       const uint8_t t = talk_[size_t(r)].load();
-      if (!(t & talked) || (t & (bye_heard | bye_answered))) continue;
+      const bool talked = (t & sent_to) || live_[size_t(r)].heard.load() != 0;
+      if (!talked || (t & (bye_heard | bye_answered))) continue;
       waiting = r;
       if (t & bye_sent) continue;
       // Marked first: the peer's own goodbye, answered by poll, must see that ours left.

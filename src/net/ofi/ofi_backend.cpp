@@ -241,14 +241,14 @@ bool ofi_device::send_buffer(int rank, const prefix& p, const void* a, size_t al
   ssize_t rc = fi_send(ep_, buf, sizeof(p) + alen + blen, send_desc(), peers_[size_t(rank)],
                        &send_ops_[i].fi);
   if (rc == 0) {
-    mark_talked(rank);
+    mark_sent_to(rank);
     return true;
   }
   {
     util::lock_guard<util::spinlock> g(send_lock_);
     free_sends_.push_back(i);
   }
-  unreachable(rc, rank, "fi_send");
+  refused(rc, rank, "fi_send");
   return false;
 }
 
@@ -264,10 +264,10 @@ bool ofi_device::try_send(int rank, const void* hdr, size_t hdr_len, const void*
       if (len) memcpy(buf + sizeof(p) + hdr_len, payload, len);
       ssize_t rc = fi_inject(ep_, buf, total, peers_[size_t(rank)]);
       if (rc == 0) {
-        mark_talked(rank);
+        mark_sent_to(rank);
         return true;
       }
-      unreachable(rc, rank, "fi_inject");
+      refused(rc, rank, "fi_inject");
       return false;
     }
   }
@@ -362,7 +362,7 @@ bool ofi_device::rma(bool write, int rank, void* local, size_t size, uint64_t re
   fi_msg_rma msg{&iov, &desc, 1, peers_[size_t(rank)], &target, 1, &o->fi, data};
   ssize_t rc = write ? fi_writemsg(ep_, &msg, flags) : fi_readmsg(ep_, &msg, flags);
   if (rc == 0) {
-    mark_talked(rank);
+    mark_sent_to(rank);
     return true;
   }
   if (o->note_slot >= 0) note_out_->release(rank, uint32_t(o->note_slot));
@@ -371,7 +371,7 @@ bool ofi_device::rma(bool write, int rank, void* local, size_t size, uint64_t re
   if (o->local_mr) fi_close(&o->local_mr->fid);
   rma_ops_.put(o);
   access_finished(rank, rk);
-  unreachable(rc, rank, write ? "fi_writemsg" : "fi_readmsg");
+  refused(rc, rank, write ? "fi_writemsg" : "fi_readmsg");
   return false;
 }
 
@@ -471,12 +471,11 @@ void ofi_device::heard_from(int rank) {
   // Only the poller (under poll_lock_) writes it: a plain store, no locked read-modify-write.
   auto& heard = live_[size_t(rank)].heard;
   heard.store(heard.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  mark_talked(rank);
 }
 
-bool ofi_device::unreachable(ssize_t rc, int rank, const char* what) {
+void ofi_device::refused(ssize_t rc, int rank, const char* what) {
   switch (rc) {
-    case -FI_EAGAIN: return false;
+    case -FI_EAGAIN: return;
     case -FI_ENOENT:  // the sockets provider's answer when it cannot connect
     case -FI_ECONNREFUSED:
     case -FI_ECONNRESET:
@@ -488,8 +487,8 @@ bool ofi_device::unreachable(ssize_t rc, int rank, const char* what) {
       if (!dead_[size_t(rank)].exchange(true))
         WEFT_LOG(warn, "ofi: %s to rank %d: %s; taking it for dead", what, rank,
                  fi_strerror(int(-rc)));
-      return true;
-    default: check(rc, what); return false;
+      return;
+    default: check(rc, what);
   }
 }
 

@@ -140,12 +140,14 @@ class ofi_device final : public device {
   void remote_write(sink& s, uint64_t data);
   bool send_definition(int rank, const note_sender::use& u, const void* note, size_t len);
   void heard_from(int rank);
-  // A send that failed for want of a connection (the peer's endpoint is gone): the peer is
-  // taken for dead, and true. Any other error than -FI_EAGAIN throws.
-  bool unreachable(ssize_t rc, int rank, const char* what);
-  void mark_talked(int rank) {
-    if (!(talk_[size_t(rank)].load(std::memory_order_relaxed) & talked))
-      talk_[size_t(rank)].fetch_or(talked, std::memory_order_relaxed);
+  // A send, write or read the provider refused: -FI_EAGAIN is left to the caller's retry,
+  // a refusal for want of a connection (the peer's endpoint is gone) takes the peer for
+  // dead, and any other error throws.
+  void refused(ssize_t rc, int rank, const char* what);
+  // Messages received are counted in live_; what this device sent, here, for goodbye().
+  void mark_sent_to(int rank) {
+    if (!(talk_[size_t(rank)].load(std::memory_order_relaxed) & sent_to))
+      talk_[size_t(rank)].fetch_or(sent_to, std::memory_order_relaxed);
   }
   // Before the endpoint closes: says goodbye to every peer it exchanged messages with and
   // waits (2 s at most) until each has answered or said goodbye itself, so that nothing
@@ -216,9 +218,9 @@ class ofi_device final : public device {
   } notify_counts_;  // notifications received, counted by the poller for the log
   std::vector<uint32_t> to_repost_;
   std::unique_ptr<std::atomic<bool>[]> dead_;
-  // Per peer, for goodbye(): whether messages went either way, and how far the closing
+  // Per peer, for goodbye(): whether this device sent to it, and how far the closing
   // handshake has come.
-  enum talk_bits : uint8_t { talked = 1, bye_heard = 2, bye_answered = 4, bye_sent = 8 };
+  enum talk_bits : uint8_t { sent_to = 1, bye_heard = 2, bye_answered = 4, bye_sent = 8 };
   std::unique_ptr<std::atomic<uint8_t>[]> talk_;
   // Liveness: the providers here report no dead peer, so a peer that Weft waits on and that
   // has been silent for a while is pinged; no answer within WEFT_PEER_TIMEOUT, or a ping
