@@ -277,7 +277,10 @@ int main(int argc, char** argv) {
         while (!bytes.compare_exchange_weak(cur, cur + b)) {
         }
       });
-      report("bandwidth", size, bytes.load() / s / 1e9, "GB/s");
+      // An explicit window gets its own name, so that its figures are never mixed with the
+      // default window's.
+      const std::string name = o.window ? "bandwidth_w" + std::to_string(o.window) : "bandwidth";
+      report(name.c_str(), size, bytes.load() / s / 1e9, "GB/s");
     }
   } else {
     if (w.me == 0) fprintf(stderr, "unknown workload %s (lat, rate, bw)\n", o.workload.c_str());

@@ -32,7 +32,7 @@ def launcher(system, n, build, bind):
     raise ValueError(system)
 
 
-def configurations(quick):
+def configurations(quick, threads=(1, 2)):
     it = 20000 if quick else 200000
     lat_it = 20000 if quick else 100000
     sizes = "8,1024,65536,4194304" if quick else "8,64,512,4096,32768,65536,262144,1048576,4194304"
@@ -43,20 +43,27 @@ def configurations(quick):
             cfgs.append(dict(system=s, n=2, bind=True, args=["lat", "--mode", api, "--iters", str(lat_it)]))
             cfgs.append(dict(system=s, n=2, bind=True, args=["rate", "--mode", api, "--iters", str(it)]))
         cfgs.append(dict(system=s, n=2, bind=True, args=["bw", "--mode", "sr", "--sizes", sizes, "--iters", str(it // 2)]))
+        # One 4 MiB transfer in flight: the pipeline probe's working set (one source and one
+        # destination buffer), so that the ratio to the probe compares like with like.
+        cfgs.append(dict(system=s, n=2, bind=True, args=["bw", "--mode", "sr", "--sizes", "4194304", "--window", "1", "--iters", str(it // 2)]))
     # Active messages delivered in packets handed back with put_upacket: Weft's counterpart of
     # MPI's ring of pre-posted receive buffers (no allocation per message on either side).
     cfgs.append(dict(system="weft", n=2, bind=True, args=["rate", "--mode", "am", "--am-buffer", "packet", "--iters", str(it)]))
-    # Thread mode across processes: 2 ranks x 2 threads (4 threads on 2 cores), not bound.
-    for res in ("dedicated", "shared", "shared_cq"):
-        cfgs.append(dict(system="weft", n=2, bind=False, args=["rate", "--mode", "am", "--threads", "2", "--resources", res, "--iters", str(it)]))
-    cfgs.append(dict(system="weft", n=2, bind=False, args=["rate", "--mode", "sr", "--threads", "2", "--resources", "dedicated", "--iters", str(it)]))
-    for s in ("mpich", "openmpi"):
-        cfgs.append(dict(system=s, n=2, bind=False, args=["rate", "--mode", "am", "--threads", "2", "--resources", "dedicated", "--iters", str(it // 4)]))
-    # One process, each thread exchanging with itself (loopback), 1 and 2 threads.
-    for t in (1, 2):
+    # Thread mode across processes: 2 ranks x t threads (4 threads on 2 cores at t=2), not bound.
+    for t in threads:
+        if t < 2:
+            continue
+        for res in ("dedicated", "shared", "shared_cq"):
+            cfgs.append(dict(system="weft", n=2, bind=False, args=["rate", "--mode", "am", "--threads", str(t), "--resources", res, "--iters", str(it)]))
+        cfgs.append(dict(system="weft", n=2, bind=False, args=["rate", "--mode", "sr", "--threads", str(t), "--resources", "dedicated", "--iters", str(it)]))
+        for s in ("mpich", "openmpi"):
+            cfgs.append(dict(system=s, n=2, bind=False, args=["rate", "--mode", "am", "--threads", str(t), "--resources", "dedicated", "--iters", str(it // 4)]))
+    # One process, each thread exchanging with itself (loopback).
+    for t in sorted(set(threads) | {1}):
         cfgs.append(dict(system="weft", n=1, bind=False, args=["rate", "--mode", "am", "--threads", str(t), "--resources", "dedicated", "--iters", str(it)]))
         cfgs.append(dict(system="mpich", n=1, bind=False, args=["rate", "--mode", "am", "--threads", str(t), "--resources", "dedicated", "--iters", str(it // 4)]))
-    cfgs.append(dict(system="weft", n=1, bind=False, args=["rate", "--mode", "am", "--threads", "2", "--resources", "shared", "--iters", str(it)]))
+        if t > 1:
+            cfgs.append(dict(system="weft", n=1, bind=False, args=["rate", "--mode", "am", "--threads", str(t), "--resources", "shared", "--iters", str(it)]))
     return cfgs
 
 
@@ -96,7 +103,12 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
     ap.add_argument("--doc", default=os.path.join(ROOT, "docs", "benchmarks.md"))
     ap.add_argument("--no-doc", action="store_true", help="do not rewrite docs/benchmarks.md")
+    ap.add_argument("--from-raw", action="store_true",
+                    help="run nothing: recompute medians, plots and the document from OUT/raw.csv")
+    ap.add_argument("--threads", default="1,2",
+                    help="thread counts for the threaded runs, e.g. 1,2,4,8,16 on a machine with 16 cores (default 1,2)")
     a = ap.parse_args()
+    threads = sorted({int(t) for t in a.threads.split(",")})
     rounds = a.rounds or (1 if a.quick else 5)
     bench_dir = os.path.join(a.build, "bench")
     systems = {"weft": os.path.join(bench_dir, "bench_weft"), "mpich": os.path.join(bench_dir, "bench_mpich"),
@@ -106,25 +118,34 @@ def main():
         sys.exit("missing benchmark binaries for %s: build with cmake --build %s first" % (missing, a.build))
     probe = None
     probe_src = os.path.join(ROOT, "..", "shared", "tools", "shmlimit.c")
-    if os.path.exists(probe_src):
+    if os.path.exists(probe_src) and not a.from_raw:
         probe = os.path.join(a.build, "shmlimit")
         subprocess.run(["gcc", "-O2", "-march=native", "-o", probe, probe_src], check=True)
     os.makedirs(a.out, exist_ok=True)
-    cfgs = configurations(a.quick)
-    commands = []
+    cfgs = configurations(a.quick, threads)
+    show = lambda cmd: " ".join(os.path.relpath(x, ROOT) if x.startswith(ROOT) else x for x in cmd)
+    commands = [show(launcher(c["system"], c["n"], a.build, c["bind"]) + [systems[c["system"]]] + c["args"]) for c in cfgs]
+    res_bin = os.path.join(bench_dir, "bench_resources")
+    res_args = [str(os.cpu_count()), "200000" if a.quick else "2000000"]
+    if os.path.exists(res_bin):
+        commands.append(show([res_bin] + res_args))
+    if shutil.which("valgrind") and not a.quick:
+        commands.append("bench/callgrind.sh " + os.path.relpath(a.build, ROOT))
     raw = []
+    if a.from_raw:
+        with open(os.path.join(a.out, "raw.csv")) as f:
+            raw = list(csv.DictReader(f))
+        rounds = 1 + max(int(r["round"]) for r in raw)
     start = time.time()
     total = rounds * len(cfgs)
     done = 0
-    for r in range(rounds):
+    for r in range(0 if a.from_raw else rounds):
         if probe:
             run_probe(raw, probe)
             for row in raw:
                 row.setdefault("round", str(r))
         for c in cfgs:
             cmd = launcher(c["system"], c["n"], a.build, c["bind"]) + [systems[c["system"]]] + c["args"]
-            if r == 0:
-                commands.append(" ".join(os.path.relpath(x, ROOT) if x.startswith(ROOT) else x for x in cmd))
             done += 1
             eta = (time.time() - start) / done * (total - done)
             print("[round %d/%d] %3d/%d  %-8s %s  (about %ds left)" % (r + 1, rounds, done, total, c["system"], " ".join(c["args"][:1] + c["args"][1:6]), eta), flush=True)
@@ -140,21 +161,17 @@ def main():
             for row in rows:
                 row["round"] = str(r)
             raw.extend(rows)
-        res_bin = os.path.join(bench_dir, "bench_resources")
         if os.path.exists(res_bin):
             print("[round %d/%d] resource microbenchmarks" % (r + 1, rounds), flush=True)
-            out = subprocess.run([res_bin, str(os.cpu_count()), "200000" if a.quick else "2000000"], capture_output=True, text=True, timeout=600).stdout
+            out = subprocess.run([res_bin] + res_args, capture_output=True, text=True, timeout=600).stdout
             for row in parse(out):
                 raw.append(dict(round=str(r), system="weft", api="resource", mode="threads", threads=row["threads"], resources=row["resource"], workload="resource", size="0", value=row["value"], unit=row["unit"]))
-            if r == 0:
-                commands.append("%s %d %s" % (os.path.relpath(res_bin, ROOT), os.cpu_count(), "200000" if a.quick else "2000000"))
-    if shutil.which("valgrind") and not a.quick:
+    if shutil.which("valgrind") and not a.quick and not a.from_raw:
         print("instruction counts (callgrind, loopback)", flush=True)
         out = subprocess.run([os.path.join(ROOT, "bench", "callgrind.sh"), a.build], capture_output=True, text=True, timeout=1200).stdout
         for row in parse(out):
             row["round"] = "0"
             raw.append(row)
-        commands.append("bench/callgrind.sh " + os.path.relpath(a.build, ROOT))
     fields = ["round", "system", "api", "mode", "threads", "resources", "workload", "size", "value", "unit"]
     with open(os.path.join(a.out, "raw.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=fields)
@@ -170,9 +187,9 @@ def main():
         w.writerow(fields[1:-2] + ["median", "samples"])
         for k in sorted(med):
             w.writerow(list(k) + ["%.6g" % med[k], len(groups[k])])
-    plots = make_plots(med, a.out)
+    plots = make_plots(med, a.out, threads)
     if not a.no_doc:
-        write_doc(a.doc, med, groups, commands, rounds, a.quick, plots, a.out)
+        write_doc(a.doc, med, groups, commands, rounds, a.quick, plots, a.out, threads)
     print("wrote %s, %s%s" % (os.path.join(a.out, "raw.csv"), os.path.join(a.out, "medians.csv"),
                                "" if a.no_doc else ", " + a.doc))
 
@@ -181,7 +198,7 @@ def get(med, system, api, mode, threads, resources, workload, size="8"):
     return med.get((system, api, mode, str(threads), resources, workload, str(size)))
 
 
-def make_plots(med, out):
+def make_plots(med, out, threads=(1, 2)):
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -237,14 +254,14 @@ def make_plots(med, out):
                                      ("weft", "shared_cq", "thread", "x:"),
                                      ("mpich", "dedicated", "thread", "v--"), ("openmpi", "dedicated", "thread", "^--")):
         pts = []
-        for t in (1, 2):
+        for t in sorted(set(threads) | {1}):
             m = mode if t > 1 or mode == "loopback" else "process"
             v = get(med, system, "am", m, t, res if t > 1 else "dedicated", "rate")
             if v is not None:
                 pts.append((t, v))
         if pts:
             ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label="%s %s (%s)" % (system, mode, res))
-    ax.set_xticks([1, 2])
+    ax.set_xticks(sorted(set(threads) | {1}))
     save(fig, ax, "rate_threads.png", "threads per process", "8-byte message rate (M/s)", "Message rate against threads")
     # resource throughput against threads
     fig, ax = plt.subplots(figsize=(7, 4.5))
@@ -269,7 +286,7 @@ def ratio(a, b):
     return None if a is None or b is None or b == 0 else a / b
 
 
-def write_doc(path, med, groups, commands, rounds, quick, plots, out):
+def write_doc(path, med, groups, commands, rounds, quick, plots, out, threads=(1, 2)):
     g = lambda *k: get(med, *k)
     best_mpi = lambda f: (lambda xs: max(xs) if xs else None)([x for x in (f("mpich"), f("openmpi")) if x is not None])
     best_mpi_low = lambda f: (lambda xs: min(xs) if xs else None)([x for x in (f("mpich"), f("openmpi")) if x is not None])
@@ -281,8 +298,10 @@ def write_doc(path, med, groups, commands, rounds, quick, plots, out):
     rate_wp = g("weft", "am_packet", "process", 1, "dedicated", "rate")
     bw = lambda s, size: g(s, "sr", "process", 1, "dedicated", "bandwidth", size)
     pipe = lambda size: g("limit", "pipe", "process", 1, "-", "bandwidth", size)
+    bw1 = lambda s: g(s, "sr", "process", 1, "dedicated", "bandwidth_w1", 4194304)
     bw64_m = best_mpi(lambda s: bw(s, 65536))
     bw4_m = best_mpi(lambda s: bw(s, 4194304))
+    bw1_m = best_mpi(bw1)
     lb1 = g("weft", "am", "loopback", 1, "dedicated", "rate")
     lb2 = g("weft", "am", "loopback", 2, "dedicated", "rate")
     lb2s = g("weft", "am", "loopback", 2, "shared", "rate")
@@ -295,8 +314,11 @@ def write_doc(path, med, groups, commands, rounds, quick, plots, out):
         ("8 B message rate (AM, buffers from malloc), Weft / best MPI", ratio(rate_w, rate_m), ">= 1.5", "%s vs %s M/s" % (fmt(rate_w), fmt(rate_m))),
         ("8 B message rate (AM, packet delivery), Weft / best MPI", ratio(rate_wp, rate_m), ">= 1.5", "%s vs %s M/s" % (fmt(rate_wp), fmt(rate_m))),
         ("bandwidth 64 KiB, Weft / best MPI", ratio(bw("weft", 65536), bw64_m), ">= 1.5", "%s vs %s GB/s" % (fmt(bw("weft", 65536)), fmt(bw64_m))),
-        ("bandwidth 4 MiB, Weft / best MPI", ratio(bw("weft", 4194304), bw4_m), ">= 2", "%s vs %s GB/s" % (fmt(bw("weft", 4194304)), fmt(bw4_m))),
-        ("bandwidth 4 MiB, Weft / pipeline probe", ratio(bw("weft", 4194304), pipe(4194304)), ">= 0.6", "%s vs %s GB/s" % (fmt(bw("weft", 4194304)), fmt(pipe(4194304)))),
+        ("bandwidth 4 MiB (4 in flight), Weft / best MPI", ratio(bw("weft", 4194304), bw4_m), ">= 2", "%s vs %s GB/s" % (fmt(bw("weft", 4194304)), fmt(bw4_m))),
+        ("bandwidth 4 MiB (1 in flight), Weft / best MPI", ratio(bw1("weft"), bw1_m), ">= 2", "%s vs %s GB/s" % (fmt(bw1("weft")), fmt(bw1_m))),
+        ("bandwidth 4 MiB (1 in flight), Weft / pipeline probe at 4 MiB (same 8 MiB working set)", ratio(bw1("weft"), pipe(4194304)), ">= 0.6", "%s vs %s GB/s" % (fmt(bw1("weft")), fmt(pipe(4194304)))),
+        ("bandwidth 4 MiB (4 in flight), Weft / pipeline probe at 4 MiB (32 vs 8 MiB working set)", ratio(bw("weft", 4194304), pipe(4194304)), "report", "%s vs %s GB/s" % (fmt(bw("weft", 4194304)), fmt(pipe(4194304)))),
+        ("bandwidth 4 MiB (4 in flight), Weft / pipeline probe at 16 MiB (same 32 MiB working set)", ratio(bw("weft", 4194304), pipe(16777216)), "report", "%s vs %s GB/s" % (fmt(bw("weft", 4194304)), fmt(pipe(16777216)))),
         ("loopback 2 threads / 1 thread (dedicated)", ratio(lb2, lb1), ">= 1.8", "%s vs %s M/s" % (fmt(lb2), fmt(lb1))),
         ("loopback 2 threads shared device / 1 thread", ratio(lb2s, lb1), ">= 1.5", "%s vs %s M/s" % (fmt(lb2s), fmt(lb1))),
         ("loopback 2 threads, Weft / MPICH", ratio(lb2, mlb2), ">= 2", "%s vs %s M/s" % (fmt(lb2), fmt(mlb2))),
@@ -310,10 +332,23 @@ def write_doc(path, med, groups, commands, rounds, quick, plots, out):
     lines = ["# Benchmarks: Weft against MPI", "",
              "Generated by `bench/run.py%s` on %s: %s, %d cores (`%s`), %d interleaved round%s; medians. "
              "The machine's speed drifts by 2-5x over an hour, so only ratios within this run mean anything." % (
-                 " --quick" if quick else "", now, platform.node() or "host", os.cpu_count(), platform.processor() or platform.machine(), rounds, "s" if rounds > 1 else ""),
+                 (" --quick" if quick else "") + ("" if list(threads) == [1, 2] else " --threads " + ",".join(map(str, threads))), now, platform.node() or "host", os.cpu_count(), platform.processor() or platform.machine(), rounds, "s" if rounds > 1 else ""),
              "", "## Ratios against the targets", "", "| figure | ratio | target | values |", "| --- | --- | --- | --- |"]
     for name, r, target, vals in rows:
         lines.append("| %s | %s | %s | %s |" % (name, fmt(r), target, vals))
+    counts = sorted(set(threads) | {1})
+    lines += ["", "## 8-byte message rate against threads (M/s)", "",
+              "Loopback: one process, each thread exchanging with itself. Thread mode: 2 processes, each thread paired with a thread of the peer; "
+              "at 1 thread it is process mode.", "",
+              "| system | mode | resources | " + " | ".join("%d" % t for t in counts) + " |", "| --- | --- | --- | " + " | ".join("---" for _ in counts) + " |"]
+    for system, mode, res in (("weft", "loopback", "dedicated"), ("weft", "loopback", "shared"), ("mpich", "loopback", "dedicated"),
+                              ("weft", "thread", "dedicated"), ("weft", "thread", "shared"), ("weft", "thread", "shared_cq"),
+                              ("mpich", "thread", "dedicated"), ("openmpi", "thread", "dedicated")):
+        cells = []
+        for t in counts:
+            m = mode if t > 1 or mode == "loopback" else "process"
+            cells.append(fmt(g(system, "am", m, t, res if t > 1 else "dedicated", "rate")))
+        lines.append("| %s | %s | %s | %s |" % (system, mode, res, " | ".join(cells)))
     lines += ["", "## All medians", "", "| system | api | mode | threads | resources | workload | size | median | samples |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for k in sorted(med):
         lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %d |" % (k + (fmt(med[k], 4), len(groups[k]))))
@@ -328,7 +363,10 @@ def write_doc(path, med, groups, commands, rounds, quick, plots, out):
     lines += ["## Commands", "", "Each round ran these once, in this order (`limit` is `../shared/tools/shmlimit.c lat` and `pipe`):", "", "```"] + commands + ["```", "",
               "Workloads (bench/bench_main.cpp, identical for every library): latency is an 8-byte ping-pong (one-way = round trip / 2); "
               "rate is windows of 64 eight-byte messages closed by an acknowledgment, timed after an untimed warm-up of a tenth as many (loopback: a thread sends its window to itself and consumes it); "
-              "bandwidth is windowed send/receive with the same buffers every time, at most 16 MiB in flight (window 16 up to 1 MiB). "
+              "bandwidth is windowed send/receive with the same buffers every time, at most 16 MiB in flight (window 16 up to 1 MiB), "
+              "each transfer in flight with its own source and destination buffer (workload `bandwidth_w1`: one 4 MiB transfer in flight, "
+              "the working set of the pipeline probe, which moves one 4 MiB source buffer into one destination buffer; at 4 MiB the default window "
+              "moves 32 MiB of source and destination a round, the L3 cache's size here, which the probe matches only at 16 MiB). "
               "Weft active messages go into a completion queue and are freed with `std::free` (api `am`), or arrive in packets of the pool returned with `put_upacket` "
               "(api `am_packet`: `register_rcomp_x(cq).packet_delivery(true)()`, the recycled buffers that are the counterpart of MPI's); "
               "MPI's active-message variant uses a ring of 128 pre-posted receives. "
