@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <fstream>
 #include <thread>
 
 #include "bootstrap/bootstrap.hpp"
@@ -70,9 +71,10 @@ ofi_context::ofi_context(std::shared_ptr<bootstrap::bootstrap> boot, int context
   // Room for messages that arrive before a receive is posted again: the sockets provider's
   // default overflowed thousands of times a run under four threads (each time it holds the
   // message back). Only there: ofi_rxm refuses an endpoint that asks for more than its own.
-  if (strcmp(info_->fabric_attr->prov_name, "sockets") == 0 &&
-      info_->rx_attr->total_buffered_recv == 0)
-    info_->rx_attr->total_buffered_recv = 64 << 20;
+  if (strcmp(info_->fabric_attr->prov_name, "sockets") == 0) {
+    if (info_->rx_attr->total_buffered_recv == 0) info_->rx_attr->total_buffered_recv = 64 << 20;
+    warn_small_tcp_receive_buffers();
+  }
   virt_addr_ = info_->domain_attr->mr_mode & FI_MR_VIRT_ADDR;
   prov_key_ = info_->domain_attr->mr_mode & FI_MR_PROV_KEY;
   mr_local_ =
@@ -83,6 +85,22 @@ ofi_context::ofi_context(std::shared_ptr<bootstrap::bootstrap> boot, int context
   check(fi_fabric(info_->fabric_attr, &fabric_, nullptr), "fi_fabric");
   check(fi_domain(fabric_, info_, &domain_, nullptr), "fi_domain");
   WEFT_LOG(info, "ofi context %d: %s", context_id_, describe().c_str());
+}
+
+// The sockets provider waits for a whole header before it reads any of it. A connection
+// whose receive buffer is held by the few bytes of a header's start (the kernel charges the
+// whole packet they came in) advertises no window, the rest never comes, and both sides
+// stall for good. Buffers that start at 1 MiB leave room; the provider sets none on the
+// sockets it accepts (FI_SOCKETS_MAX_BUF_SZ reaches only those it connects).
+void ofi_context::warn_small_tcp_receive_buffers() {
+  std::ifstream f("/proc/sys/net/ipv4/tcp_rmem");
+  size_t low = 0, initial = 0;
+  if (!(f >> low >> initial) || initial >= (size_t(1) << 20)) return;
+  WEFT_LOG(warn,
+           "ofi: the sockets provider can stall under load with TCP receive buffers that start "
+           "at %zu bytes (net.ipv4.tcp_rmem); 1 MiB avoids it: sysctl -w "
+           "net.ipv4.tcp_rmem=\"4096 1048576 33554432\" (docs/backends.md)",
+           initial);
 }
 
 ofi_context::~ofi_context() {

@@ -319,6 +319,7 @@ class ofi_context final : public context {
   void detach(int index) { regs_.detach(index); }
 
  private:
+  static void warn_small_tcp_receive_buffers();
   struct registration {
     fid_mr* mr = nullptr;
     uint64_t key = 0, base = 0, size = 0;
