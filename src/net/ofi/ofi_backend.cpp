@@ -94,13 +94,13 @@ ofi_context::ofi_context(std::shared_ptr<bootstrap::bootstrap> boot, int context
 // sockets it accepts (FI_SOCKETS_MAX_BUF_SZ reaches only those it connects).
 void ofi_context::warn_small_tcp_receive_buffers() {
   std::ifstream f("/proc/sys/net/ipv4/tcp_rmem");
-  size_t low = 0, initial = 0;
-  if (!(f >> low >> initial) || initial >= (size_t(1) << 20)) return;
+  size_t low = 0, initial = 0, most = 0;
+  if (!(f >> low >> initial >> most) || initial >= (size_t(1) << 20)) return;
   WEFT_LOG(warn,
            "ofi: the sockets provider can stall under load with TCP receive buffers that start "
            "at %zu bytes (net.ipv4.tcp_rmem); 1 MiB avoids it: sysctl -w "
-           "net.ipv4.tcp_rmem=\"4096 1048576 33554432\" (docs/backends.md)",
-           initial);
+           "net.ipv4.tcp_rmem=\"%zu 1048576 %zu\" (docs/backends.md)",
+           initial, low, std::max<size_t>(most, size_t(1) << 20));
 }
 
 ofi_context::~ofi_context() {
