@@ -161,6 +161,8 @@ class ucx_device final : public device {
   void farewell();
   // The body of a key request or a revocation's acknowledgment: the key and who asks.
   std::string key_and_incarnation(uint64_t key) const;
+  // The device that sent such a body.
+  key_asker asker(const control& c) const;
 
   ucx_context& ctx_;
   const int index_;

@@ -231,6 +231,13 @@ std::string ucx_device::key_and_incarnation(uint64_t key) const {
   return body;
 }
 
+// The device that sent `c` (a request or an acknowledgment: key, then incarnation).
+key_asker ucx_device::asker(const control& c) const {
+  uint64_t incarnation = 0;
+  memcpy(&incarnation, c.body.data() + 8, 8);
+  return key_asker{c.rank, index_, incarnation};
+}
+
 void ucx_device::farewell() {
   util::lock_guard<util::spinlock> g(worker_lock_);
   for (auto& [who, k] : keys_)
@@ -485,10 +492,17 @@ ucs_status_t ucx_device::received(const am_header& h, size_t header_len, void* d
       return UCS_OK;
     }
     case kind_hello: ++hellos_; return UCS_OK;
-    case kind_rkey_request:
-    case kind_rkey_reply:
-    case kind_revoke:
+    case kind_rkey_request:  // key and the asker's incarnation
     case kind_revoke_ack:
+      if (len != 16) break;
+      control_in_.push_back(control{src, h.kind, std::string(static_cast<char*>(data), len)});
+      return UCS_OK;
+    case kind_revoke:  // key
+      if (len != 8) break;
+      control_in_.push_back(control{src, h.kind, std::string(static_cast<char*>(data), len)});
+      return UCS_OK;
+    case kind_rkey_reply:  // the reply, then the packed key
+      if (len < sizeof(rkey_reply)) break;
       control_in_.push_back(control{src, h.kind, std::string(static_cast<char*>(data), len)});
       return UCS_OK;
   }
@@ -502,26 +516,21 @@ ucs_status_t ucx_device::received(const am_header& h, size_t header_len, void* d
 void ucx_device::handle_control() {
   std::vector<control> in;
   in.swap(control_in_);
+  // Every body was checked for its kind's size on arrival (received).
   for (control& c : in) {
     uint64_t key = 0;
-    if (c.body.size() < 8) continue;
     memcpy(&key, c.body.data(), 8);
     switch (c.kind) {
       case kind_rkey_request: {
         rkey_reply r{key, 0, 0, 0};
         std::string packed;
-        uint64_t incarnation = 0;
-        if (c.body.size() != 16) break;
-        memcpy(&incarnation, c.body.data() + 8, 8);
-        r.found = ctx_.lookup_for_peer(key, key_asker{c.rank, index_, incarnation}, packed, r.base,
-                                       r.size);
+        r.found = ctx_.lookup_for_peer(key, asker(c), packed, r.base, r.size);
         control_out_.push_back(control{
             c.rank, kind_rkey_reply, std::string(reinterpret_cast<char*>(&r), sizeof(r)) + packed});
         break;
       }
       case kind_rkey_reply: {
         rkey_reply r;
-        if (c.body.size() < sizeof(r)) break;
         memcpy(&r, c.body.data(), sizeof(r));
         auto it = keys_.find({c.rank, key});
         if (it == keys_.end() || it->second.state != remote_key::fetching) break;
@@ -555,13 +564,7 @@ void ucx_device::handle_control() {
         if (!UCS_PTR_IS_PTR(req)) finished(o, UCS_OK);
         break;
       }
-      case kind_revoke_ack: {
-        uint64_t incarnation = 0;
-        if (c.body.size() != 16) break;
-        memcpy(&incarnation, c.body.data() + 8, 8);
-        ctx_.revoke_acknowledged(key, key_asker{c.rank, index_, incarnation});
-        break;
-      }
+      case kind_revoke_ack: ctx_.revoke_acknowledged(key, asker(c)); break;
     }
   }
   size_t sent = 0;
