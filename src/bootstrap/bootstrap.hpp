@@ -28,6 +28,8 @@ class bootstrap {
   virtual void put(const std::string& key, const std::string& value) = 0;
   virtual std::string get(int rank, const std::string& key) = 0;
   virtual void fence() = 0;
+  // The job's number for this bootstrap's rank `r`, for messages (a host subset renumbers).
+  virtual int job_rank(int r) const { return r; }
 
   // Whether `rank` runs on this rank's host (shares its memory): the launcher's placement,
   // overridden by WEFT_HOST_ID (network namespaces share the host name and /dev/shm).

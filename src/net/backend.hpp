@@ -39,6 +39,7 @@ struct mr_t {
   uint64_t key = 0;
   uint64_t generation = 0;
   void* backend = nullptr;
+  uint64_t local = 0;  // the backend's own index of the registration (shm: its table slot)
 };
 
 // What a peer needs to address registered memory of this process. Key 0 addresses memory

@@ -1,8 +1,7 @@
 // The mixed backend: shared memory to the ranks on this host, the network backend (ofi or
-// ucx) to the others. Messages and the core's rendezvous transfers (key 0) to a same-host
-// rank go through shared memory; RMA on registered memory goes through the network backend
-// for every rank, since a registration has one key and that key is the network's (the
-// network backend's own shared-memory transport may then carry it on this host).
+// ucx) to the others, for messages, rendezvous transfers and RMA alike. A registration is
+// made with both: the network backend's key is the handle peers get, and the shared-memory
+// table records the region under that same key, so a peer on this host finds it there.
 #include <algorithm>
 #include <memory>
 #include <string>
@@ -10,12 +9,11 @@
 
 #include "bootstrap/bootstrap.hpp"
 #include "net/backend.hpp"
+#include "net/shm/shm_backend.hpp"
 #include "util/log.hpp"
 
 namespace weft::net {
 
-std::unique_ptr<context> make_shm_context(std::shared_ptr<bootstrap::bootstrap> boot,
-                                          int context_id);
 std::unique_ptr<context> make_network_context(std::shared_ptr<bootstrap::bootstrap> boot,
                                               int context_id);
 
@@ -42,6 +40,7 @@ class host_bootstrap final : public bootstrap::bootstrap {
     return parent_->get(members_[size_t(rank)], "host:" + key);
   }
   void fence() override { parent_->fence(); }
+  int job_rank(int r) const override { return members_[size_t(r)]; }
 
  private:
   std::shared_ptr<weft::bootstrap::bootstrap> parent_;
@@ -84,18 +83,18 @@ class mixed_device final : public device {
   }
   bool try_put(int rank, const void* src, size_t size, uint64_t remote_addr, rkey_t rkey,
                const void* note, size_t note_len, void* ctx) override {
-    const int l = by_shm(rank, rkey);
+    const int l = local_[size_t(rank)];
     return l >= 0 ? shm_->try_put(l, src, size, remote_addr, rkey, note, note_len, ctx)
                   : net_->try_put(rank, src, size, remote_addr, rkey, note, note_len, ctx);
   }
   bool try_get(int rank, void* dst, size_t size, uint64_t remote_addr, rkey_t rkey,
                const void* note, size_t note_len, void* ctx) override {
-    const int l = by_shm(rank, rkey);
+    const int l = local_[size_t(rank)];
     return l >= 0 ? shm_->try_get(l, dst, size, remote_addr, rkey, note, note_len, ctx)
                   : net_->try_get(rank, dst, size, remote_addr, rkey, note, note_len, ctx);
   }
   const char* check_remote(int rank, uint64_t remote_addr, size_t size, rkey_t rkey) override {
-    const int l = by_shm(rank, rkey);
+    const int l = local_[size_t(rank)];
     return l >= 0 ? shm_->check_remote(l, remote_addr, size, rkey)
                   : net_->check_remote(rank, remote_addr, size, rkey);
   }
@@ -118,10 +117,6 @@ class mixed_device final : public device {
   }
 
  private:
-  // The shared-memory rank for transfers into buffers the core named (key 0) on this host;
-  // -1 for everything the network carries.
-  int by_shm(int rank, rkey_t k) const { return k.key == 0 ? local_[size_t(rank)] : -1; }
-
   std::unique_ptr<device> shm_, net_;
   const std::vector<int>& local_;   // by job rank: its rank on this host, or -1
   const std::vector<int>& global_;  // by host rank: its job rank
@@ -136,7 +131,8 @@ class mixed_context final : public context {
         local_[size_t(r)] = int(global_.size());
         global_.push_back(r);
       }
-    shm_ = make_shm_context(std::make_shared<host_bootstrap>(boot, global_), context_id);
+    shm_ = std::make_unique<shm::shm_context>(std::make_shared<host_bootstrap>(boot, global_),
+                                              context_id);
     net_ = make_network_context(boot, context_id);
     WEFT_LOG(info, "mixed context %d: %s", context_id, describe().c_str());
   }
@@ -146,21 +142,45 @@ class mixed_context final : public context {
     auto net = net_->alloc_device(index, cfg);
     return std::make_unique<mixed_device>(std::move(shm), std::move(net), local_, global_);
   }
+  // The returned record is the network's, with the shared-memory one hung on it.
   mr_t register_memory(void* base, size_t size) override {
-    return net_->register_memory(base, size);
+    auto pair = std::make_unique<registration>();
+    pair->net = net_->register_memory(base, size);
+    pair->shm = shm_->register_named(base, size, net_->get_rkey(pair->net));
+    mr_t m = pair->net;
+    m.backend = pair.release();
+    return m;
   }
-  void deregister_memory(mr_t& mr) override { net_->deregister_memory(mr); }
-  bool region_idle(const mr_t& mr) override { return net_->region_idle(mr); }
-  void release_region(mr_t& mr) override { net_->release_region(mr); }
-  rkey_t get_rkey(const mr_t& mr) override { return net_->get_rkey(mr); }
+  void deregister_memory(mr_t& mr) override {
+    auto* pair = static_cast<registration*>(mr.backend);
+    shm_->deregister_memory(pair->shm);
+    net_->deregister_memory(pair->net);
+  }
+  bool region_idle(const mr_t& mr) override {
+    auto* pair = static_cast<registration*>(mr.backend);
+    return shm_->region_idle(pair->shm) && net_->region_idle(pair->net);
+  }
+  void release_region(mr_t& mr) override {
+    std::unique_ptr<registration> pair(static_cast<registration*>(mr.backend));
+    shm_->release_region(pair->shm);
+    net_->release_region(pair->net);
+    mr = mr_t{};
+  }
+  rkey_t get_rkey(const mr_t& mr) override {
+    return net_->get_rkey(static_cast<registration*>(mr.backend)->net);
+  }
   std::string describe() const override {
     return "mixed: shared memory to the " + std::to_string(global_.size()) +
            " ranks of this host, " + net_->describe();
   }
 
  private:
+  struct registration {
+    mr_t shm, net;
+  };
   std::vector<int> local_, global_;
-  std::unique_ptr<context> shm_, net_;
+  std::unique_ptr<shm::shm_context> shm_;
+  std::unique_ptr<context> net_;
 };
 
 }  // namespace

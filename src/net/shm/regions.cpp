@@ -5,12 +5,18 @@
 
 namespace weft::net::shm {
 
+namespace {
+const char* const not_registered = "the region has been deregistered (or was never registered)";
+}
+
 region_table::region_table(bootstrap::bootstrap& b, int context_id, size_t nentries)
-    : me_(b.rank()), nentries_(nentries) {
+    : me_(b.rank()), nentries_(uint32_t(nentries)), in_use_(nentries, false) {
   const int me = me_, n = b.size();
-  // One page of header: the attach counter, then the entries (slot 0 is never used).
+  // One page of header, then the entries (slot 0 is never used).
+  static_assert(sizeof(header) <= 4096);
   const size_t bytes = 4096 + sizeof(region_entry) * nentries;
   segs_.resize(size_t(n));
+  headers_.resize(size_t(n));
   tables_.resize(size_t(n));
   std::string name;
   if (n > 1)
@@ -18,15 +24,19 @@ region_table::region_table(bootstrap::bootstrap& b, int context_id, size_t nentr
   segs_[size_t(me)] = std::make_unique<segment>();
   segs_[size_t(me)]->create(name, bytes);
   char* base = static_cast<char*>(segs_[size_t(me)]->base());
-  auto* attached = new (base) std::atomic<uint32_t>(0);
+  header* h = new (base) header{};
+  h->attached.store(0, std::memory_order_relaxed);
+  h->max_probe.store(0, std::memory_order_relaxed);
   auto* own = reinterpret_cast<region_entry*>(base + 4096);
   for (size_t i = 0; i < nentries; ++i) {
     auto* e = new (&own[i]) region_entry{};
     e->state.store(0, std::memory_order_relaxed);
+    e->name_key.store(0, std::memory_order_relaxed);
+    e->name_generation.store(0, std::memory_order_relaxed);
     e->users.store(0, std::memory_order_relaxed);
   }
+  headers_[size_t(me)] = h;
   tables_[size_t(me)] = own;
-  for (uint32_t i = uint32_t(nentries) - 1; i >= 1; --i) free_.push_back(i);
   // The fence even when alone: in a mixed job it is collective over every host.
   const std::string key = "shm-mr-" + std::to_string(context_id);
   if (n > 1) b.put(key, name);
@@ -36,75 +46,125 @@ region_table::region_table(bootstrap::bootstrap& b, int context_id, size_t nentr
     segs_[size_t(r)] = std::make_unique<segment>();
     segs_[size_t(r)]->attach(b.get(r, key), bytes);
     char* pb = static_cast<char*>(segs_[size_t(r)]->base());
+    headers_[size_t(r)] = reinterpret_cast<header*>(pb);
     tables_[size_t(r)] = reinterpret_cast<region_entry*>(pb + 4096);
-    reinterpret_cast<std::atomic<uint32_t>*>(pb)->fetch_add(1, std::memory_order_acq_rel);
+    headers_[size_t(r)]->attached.fetch_add(1, std::memory_order_acq_rel);
   }
-  segs_[size_t(me)]->unlink_when_attached(*attached, uint32_t(n - 1), "region table");
+  segs_[size_t(me)]->unlink_when_attached(h->attached, uint32_t(n - 1), "region table");
 }
 
-region_entry* region_table::entry(int rank, uint64_t key) const {
-  if (rank < 0 || size_t(rank) >= tables_.size() || key == 0 || key >= nentries_) return nullptr;
-  return &tables_[size_t(rank)][key];
+uint32_t region_table::home(rkey_t k) const {
+  // A 64-bit finalizer over both halves: names that differ in either spread apart.
+  uint64_t x = k.key ^ (k.generation * 0x9e3779b97f4a7c15ull);
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  x ^= x >> 31;
+  return 1 + uint32_t(x % (nentries_ - 1));
 }
 
-rkey_t region_table::add(void* base, size_t size) {
-  uint32_t slot;
-  {
-    std::lock_guard<std::mutex> g(lock_);
-    if (free_.empty())
-      util::fail("register_memory (shm)", "regions", std::to_string(nentries_ - 1),
-                 "every slot of the region table is in use (WEFT_SHM_REGIONS)");
-    slot = free_.back();
-    free_.pop_back();
-  }
-  region_entry* e = entry(me_, slot);
-  e->base = reinterpret_cast<uint64_t>(base);
-  e->size = size;
-  // A slot's generation only grows: a handle from an earlier registration never matches.
-  const uint64_t gen = (e->state.load(std::memory_order_relaxed) >> 1) + 1;
-  e->state.store(gen << 1 | 1, std::memory_order_seq_cst);
-  return rkey_t{slot, gen};
+bool region_table::named(const region_entry& e, rkey_t k) {
+  return e.name_key.load(std::memory_order_relaxed) == k.key &&
+         e.name_generation.load(std::memory_order_relaxed) == k.generation;
 }
 
-void region_table::retire(rkey_t k) {
-  entry(me_, k.key)->state.store(k.generation << 1, std::memory_order_seq_cst);
-}
-
-bool region_table::idle(rkey_t k) const {
-  return entry(me_, k.key)->users.load(std::memory_order_seq_cst) == 0;
-}
-
-void region_table::recycle(rkey_t k) {
-  std::lock_guard<std::mutex> g(lock_);
-  free_.push_back(uint32_t(k.key));
-}
-
-const char* region_table::check(int rank, rkey_t k, uint64_t addr, size_t size) const {
-  if (k.key == 0) return nullptr;
-  region_entry* e = entry(rank, k.key);
-  if (!e) return "unknown region key";
-  if (e->state.load(std::memory_order_seq_cst) != (k.generation << 1 | 1))
-    return "the region has been deregistered";
-  if (addr < e->base || size > e->size || addr - e->base > e->size - size)
+const char* region_table::outside(const region_entry& e, uint64_t addr, size_t size) {
+  if (addr < e.base || size > e.size || addr - e.base > e.size - size)
     return "access outside the registered region";
   return nullptr;
 }
 
-const char* region_table::acquire(int rank, rkey_t k, uint64_t addr, size_t size) {
-  if (k.key == 0) return nullptr;
-  region_entry* e = entry(rank, k.key);
-  if (!e) return "unknown region key";
-  // The increment and the owner's retire are both sequentially consistent: either the
-  // owner sees this access and waits for it, or this load sees the region retired.
-  e->users.fetch_add(1, std::memory_order_seq_cst);
-  const char* why = check(rank, k, addr, size);
-  if (why) e->users.fetch_sub(1, std::memory_order_release);
-  return why;
+uint32_t region_table::add(void* base, size_t size, rkey_t name) {
+  uint32_t slot = home(name), distance = 0;
+  {
+    std::lock_guard<std::mutex> g(lock_);
+    if (used_ + 1 >= nentries_)
+      util::fail("register_memory (shm)", "regions", std::to_string(nentries_ - 1),
+                 "every slot of the region table is in use (WEFT_SHM_REGIONS)");
+    while (in_use_[slot]) {
+      slot = next(slot);
+      ++distance;
+    }
+    in_use_[slot] = true;
+    ++used_;
+  }
+  region_entry& e = tables_[size_t(me_)][slot];
+  e.base = reinterpret_cast<uint64_t>(base);
+  e.size = size;
+  e.name_key.store(name.key, std::memory_order_relaxed);
+  e.name_generation.store(name.generation, std::memory_order_relaxed);
+  // Raised before the record goes live, so a peer that learns the name (by a message sent
+  // after this returns) also sees how far to look.
+  std::atomic<uint32_t>& reach = headers_[size_t(me_)]->max_probe;
+  uint32_t seen = reach.load(std::memory_order_relaxed);
+  while (seen < distance && !reach.compare_exchange_weak(seen, distance, std::memory_order_release))
+    ;
+  const uint64_t incarnation = (e.state.load(std::memory_order_relaxed) >> 1) + 1;
+  e.state.store(incarnation << 1 | 1, std::memory_order_seq_cst);
+  return slot;
 }
 
-void region_table::release(int rank, rkey_t k) {
-  if (k.key == 0) return;
-  if (region_entry* e = entry(rank, k.key)) e->users.fetch_sub(1, std::memory_order_release);
+void region_table::retire(uint32_t slot) {
+  region_entry& e = tables_[size_t(me_)][slot];
+  e.state.store(e.state.load(std::memory_order_relaxed) & ~uint64_t(1), std::memory_order_seq_cst);
+}
+
+bool region_table::idle(uint32_t slot) const {
+  return tables_[size_t(me_)][slot].users.load(std::memory_order_seq_cst) == 0;
+}
+
+void region_table::recycle(uint32_t slot) {
+  std::lock_guard<std::mutex> g(lock_);
+  in_use_[slot] = false;
+  --used_;
+}
+
+const char* region_table::check(int rank, rkey_t k, uint64_t addr, size_t size) const {
+  if (k.key == 0) return nullptr;
+  if (rank < 0 || size_t(rank) >= tables_.size()) return "no such rank on this host";
+  const region_entry* t = tables_[size_t(rank)];
+  const uint32_t reach = headers_[size_t(rank)]->max_probe.load(std::memory_order_acquire);
+  uint32_t slot = home(k);
+  for (uint32_t p = 0; p <= reach; ++p, slot = next(slot)) {
+    const region_entry& e = t[slot];
+    if ((e.state.load(std::memory_order_acquire) & 1) && named(e, k)) return outside(e, addr, size);
+  }
+  return not_registered;
+}
+
+const char* region_table::acquire(int rank, rkey_t k, uint64_t addr, size_t size, uint32_t& held) {
+  held = 0;
+  if (k.key == 0) return nullptr;
+  if (rank < 0 || size_t(rank) >= tables_.size()) return "no such rank on this host";
+  region_entry* t = tables_[size_t(rank)];
+  const uint32_t reach = headers_[size_t(rank)]->max_probe.load(std::memory_order_acquire);
+  uint32_t slot = home(k);
+  for (uint32_t p = 0; p <= reach; ++p, slot = next(slot)) {
+    region_entry& e = t[slot];
+    const uint64_t state = e.state.load(std::memory_order_acquire);
+    if (!(state & 1) || !named(e, k)) continue;
+    // The increment and the owner's retire are both sequentially consistent: either the
+    // owner sees this access and waits for it, or the second load sees the record retired
+    // (or reused). Held and unchanged, the record's fields stay as read until released.
+    e.users.fetch_add(1, std::memory_order_seq_cst);
+    if (e.state.load(std::memory_order_seq_cst) != state || !named(e, k)) {
+      e.users.fetch_sub(1, std::memory_order_release);
+      continue;
+    }
+    if (const char* why = outside(e, addr, size)) {
+      e.users.fetch_sub(1, std::memory_order_release);
+      return why;
+    }
+    held = slot;
+    return nullptr;
+  }
+  return not_registered;
+}
+
+void region_table::release(int rank, uint32_t slot) {
+  if (slot == 0 || rank < 0 || size_t(rank) >= tables_.size()) return;
+  tables_[size_t(rank)][slot].users.fetch_sub(1, std::memory_order_release);
 }
 
 }  // namespace weft::net::shm

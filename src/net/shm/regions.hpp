@@ -1,9 +1,14 @@
 // Registered memory on shared memory. Each rank keeps a table of its registered regions in
 // a segment every local peer maps, so whoever touches a region (a peer writing or reading
 // it by cross-memory attach, or the owner copying a pipelined put into it) checks the
-// handle's generation and the bounds against the owner's own record first, and holds the
-// region while it works: deregistration waits for accesses in progress and refuses new
-// ones, so a stale handle can never reach memory that has been given back.
+// handle and the bounds against the owner's own record first, and holds the region while
+// it works: deregistration waits for accesses in progress and refuses new ones, so a stale
+// handle can never reach memory that has been given back.
+//
+// A handle (rkey) is whatever 128-bit name the owner registered the region under: a number
+// of the table's own, or, in a mixed job, the network backend's key for the same memory, so
+// that one handle serves a peer on this host and a peer across the network alike. Records
+// are found by hashing the name (open addressing, linear probing); names are never reused.
 #pragma once
 
 #include <atomic>
@@ -24,7 +29,8 @@ class bootstrap;
 namespace weft::net::shm {
 
 struct alignas(util::cache_line) region_entry {
-  std::atomic<uint64_t> state;  // generation << 1 | live
+  std::atomic<uint64_t> state;  // incarnation << 1 | live; the incarnation grows per use
+  std::atomic<uint64_t> name_key, name_generation;
   uint64_t base;
   uint64_t size;
   std::atomic<uint32_t> users;  // accesses in progress, by any local rank
@@ -35,29 +41,43 @@ class region_table {
   // Collective: creates this rank's table and maps every peer's.
   region_table(bootstrap::bootstrap& boot, int context_id, size_t nentries);
 
-  // The owner's side. add() fails (fatal_error) when the table is full.
-  rkey_t add(void* base, size_t size);
-  void retire(rkey_t k);      // refuses new accesses from now on
-  bool idle(rkey_t k) const;  // no access in progress
-  void recycle(rkey_t k);     // the slot may be reused (after idle)
+  // The owner's side, by slot. add() fails (fatal_error) when the table is full; `name`
+  // must not have been used before (key 0 is reserved).
+  uint32_t add(void* base, size_t size, rkey_t name);
+  void retire(uint32_t slot);      // refuses new accesses from now on
+  bool idle(uint32_t slot) const;  // no access in progress
+  void recycle(uint32_t slot);     // the slot may be reused (after idle)
+  // A name of the table's own, for registrations that have no other.
+  rkey_t next_name() { return rkey_t{next_name_.fetch_add(1, std::memory_order_relaxed), 0}; }
 
-  // Anyone's side: checks and holds region k of `rank` for an access to [addr, addr+size).
-  // nullptr: held (release it when done); otherwise why it was refused. Key 0 is the
-  // core's own protocol buffers: nothing to check or hold.
-  const char* acquire(int rank, rkey_t k, uint64_t addr, size_t size);
-  void release(int rank, rkey_t k);
+  // Anyone's side: checks and holds region `k` of `rank` for an access to [addr, addr+size).
+  // nullptr: held in `slot` (release it when done); otherwise why it was refused. Key 0 is
+  // the core's own protocol buffers: nothing to check or hold (slot 0).
+  const char* acquire(int rank, rkey_t k, uint64_t addr, size_t size, uint32_t& slot);
+  void release(int rank, uint32_t slot);
   // Checks without holding (at posting; the access itself checks again).
   const char* check(int rank, rkey_t k, uint64_t addr, size_t size) const;
+  // The slot where the search for `k` starts.
+  uint32_t home(rkey_t k) const;
 
  private:
-  region_entry* entry(int rank, uint64_t key) const;
+  struct header {
+    std::atomic<uint32_t> attached;   // peers that mapped the table (to unlink it)
+    std::atomic<uint32_t> max_probe;  // the farthest any record lies from its home slot
+  };
+  uint32_t next(uint32_t slot) const { return slot + 1 < nentries_ ? slot + 1 : 1; }
+  static bool named(const region_entry& e, rkey_t k);
+  static const char* outside(const region_entry& e, uint64_t addr, size_t size);
 
   int me_;
-  size_t nentries_;
+  uint32_t nentries_;
   std::vector<std::unique_ptr<segment>> segs_;  // by rank
+  std::vector<header*> headers_;                // by rank
   std::vector<region_entry*> tables_;           // by rank
-  std::mutex lock_;                             // the owner's free list
-  std::vector<uint32_t> free_;
+  std::mutex lock_;                             // the owner's slots in use
+  std::vector<bool> in_use_;
+  uint32_t used_ = 0;
+  std::atomic<uint64_t> next_name_{1};
 };
 
 }  // namespace weft::net::shm

@@ -126,17 +126,20 @@ std::unique_ptr<device> shm_context::alloc_device(int index, const device_config
 // Shared memory pins nothing: registration records the region in this rank's table, which
 // every access checks and holds (see regions.hpp).
 mr_t shm_context::register_memory(void* base, size_t size) {
-  rkey_t k = regions_->add(base, size);
-  return mr_t{base, size, k.key, k.generation, nullptr};
+  return register_named(base, size, regions_->next_name());
+}
+mr_t shm_context::register_named(void* base, size_t size, rkey_t name) {
+  const uint32_t slot = regions_->add(base, size, name);
+  return mr_t{base, size, name.key, name.generation, nullptr, slot};
 }
 void shm_context::deregister_memory(mr_t& mr) {
-  regions_->retire(rkey_t{mr.key, mr.generation});
+  regions_->retire(uint32_t(mr.local));
 }
 bool shm_context::region_idle(const mr_t& mr) {
-  return regions_->idle(rkey_t{mr.key, mr.generation});
+  return regions_->idle(uint32_t(mr.local));
 }
 void shm_context::release_region(mr_t& mr) {
-  regions_->recycle(rkey_t{mr.key, mr.generation});
+  regions_->recycle(uint32_t(mr.local));
   mr = mr_t{};
 }
 rkey_t shm_context::get_rkey(const mr_t& mr) {
@@ -363,7 +366,7 @@ void shm_device::log_refusal(const char* op, int rank, rkey_t k, uint64_t addr, 
            "shm: %s of %zu bytes at 0x%llx in region %llu (generation %llu) of rank %d "
            "refused: %s",
            op, size, static_cast<unsigned long long>(addr), static_cast<unsigned long long>(k.key),
-           static_cast<unsigned long long>(k.generation), rank, why);
+           static_cast<unsigned long long>(k.generation), ctx_.boot().job_rank(rank), why);
 }
 
 const char* shm_device::check_remote(int rank, uint64_t remote_addr, size_t size, rkey_t k) {
@@ -377,7 +380,8 @@ void shm_device::direct_access(bool write, int rank, void* local, size_t size, u
                                rkey_t k, const void* note, size_t note_len, void* ctx) {
   const auto done = write ? local_event::put_done : local_event::get_done;
   auto& regions = ctx_.regions();
-  if (const char* why = regions.acquire(rank, k, remote_addr, size)) {
+  uint32_t held;
+  if (const char* why = regions.acquire(rank, k, remote_addr, size, held)) {
     log_refusal(write ? "put" : "get", rank, k, remote_addr, size, why);
     events_.add(local_event{done, rank, ctx, false, 0, {}});
     return;
@@ -392,10 +396,10 @@ void shm_device::direct_access(bool write, int rank, void* local, size_t size, u
     else
       err = cma_read(peers_[size_t(rank)]->pid, local, remote_addr, size);
   }
-  regions.release(rank, k);
+  regions.release(rank, held);
   if (err)
     util::fail(write ? "put (shm, cross-memory attach)" : "get (shm, cross-memory attach)", "rank",
-               std::to_string(rank), strerror(err));
+               std::to_string(ctx_.boot().job_rank(rank)), strerror(err));
   if (note_len) send_note(rank, note, note_len);
   events_.add(local_event{done, rank, ctx, true, 0, {}});
 }
@@ -471,17 +475,11 @@ bool shm_device::take_get(int rank, uint64_t ctx, pending_get* out) {
 }
 
 // The target of a pipelined get, its region already held: stream the region back.
-bool shm_device::serve_get(int rank, const get_request_msg& m) {
+bool shm_device::serve_get(int rank, const get_request_msg& m, uint32_t held) {
   put_start_msg p{m.dst, m.size, 0, 0, m.ctx, 0, 0, 1, {}};
   if (!start_stream(rank, p)) return false;
-  outgoing_put o{rank,
-                 p.channel,
-                 reinterpret_cast<const char*>(m.remote_addr),
-                 m.size,
-                 0,
-                 nullptr,
-                 true,
-                 rkey_t{m.key, m.generation}};
+  outgoing_put o{rank, p.channel, reinterpret_cast<const char*>(m.remote_addr), m.size, 0, nullptr,
+                 true, held};
   o.note_len = m.note_len;
   memcpy(o.note, m.note, sizeof(o.note));
   outgoing_.add(o);
@@ -518,24 +516,25 @@ void shm_device::handle_other_cell(sink& s, const cell_header* c, const char* da
       auto* ch = channel_of(base, m.channel);
       char* dst = reinterpret_cast<char*>(m.remote_addr);
       rkey_t k{m.key, m.generation};
+      uint32_t held = 0;
       if (m.get_reply) {
         // The answer to our own get: the destination is the one we asked for.
         pending_get g;
         if (!take_get(src, m.get_ctx, &g) || g.size != m.size) {
-          WEFT_LOG(error, "shm: rank %d streams an answer to an unknown get", src);
+          WEFT_LOG(error, "shm: rank %d streams an answer to an unknown get",
+                   ctx_.boot().job_rank(src));
           ch->verdict.store(verdict_refused, std::memory_order_release);
           return;
         }
         dst = g.dst;
-        k = rkey_t{};
-      } else if (const char* why = ctx_.regions().acquire(me, k, m.remote_addr, m.size)) {
+      } else if (const char* why = ctx_.regions().acquire(me, k, m.remote_addr, m.size, held)) {
         log_refusal("put from a peer", me, k, m.remote_addr, m.size, why);
         ch->verdict.store(verdict_refused, std::memory_order_release);
         return;
       }
       ch->verdict.store(verdict_accepted, std::memory_order_release);
-      incoming_put in{src, ch,        slots_of(base, m.channel), dst,        m.size, 0,
-                      k,   m.get_ctx, m.get_reply != 0,          m.note_len, {}};
+      incoming_put in{src,  ch,        slots_of(base, m.channel), dst,        m.size, 0,
+                      held, m.get_ctx, m.get_reply != 0,          m.note_len, {}};
       memcpy(in.note, m.note, sizeof(in.note));
       incoming_.add(in);
       return;
@@ -552,14 +551,15 @@ void shm_device::handle_other_cell(sink& s, const cell_header* c, const char* da
       if (m.note_len > sizeof(m.note)) break;
       rkey_t k{m.key, m.generation};
       if (k.key == 0) break;  // a peer's get always names a registered region
-      if (const char* why = ctx_.regions().acquire(me, k, m.remote_addr, m.size)) {
+      uint32_t held;
+      if (const char* why = ctx_.regions().acquire(me, k, m.remote_addr, m.size, held)) {
         log_refusal("get by a peer", me, k, m.remote_addr, m.size, why);
         get_refused_msg r{m.ctx};
         if (!enqueue(src, kind_get_refused, &r, sizeof(r), nullptr, 0))
-          deferred_.add(deferred{src, true, m});
+          deferred_.add(deferred{src, true, 0, m});
         return;
       }
-      if (!serve_get(src, m)) deferred_.add(deferred{src, false, m});
+      if (!serve_get(src, m, held)) deferred_.add(deferred{src, false, held, m});
       return;
     }
     case kind_get_refused: {
@@ -572,7 +572,7 @@ void shm_device::handle_other_cell(sink& s, const cell_header* c, const char* da
     default: break;
   }
   WEFT_LOG(error, "shm: dropped a malformed backend cell of kind %u and length %u from rank %d",
-           unsigned(c->kind), c->len, src);
+           unsigned(c->kind), c->len, ctx_.boot().job_rank(src));
 }
 
 size_t shm_device::drain_lane(sink& s, const lane& ln, size_t max) {
@@ -677,7 +677,7 @@ size_t shm_device::poll(sink& s, size_t max) {
   });
 
   n += deferred_.advance([&](deferred& d) {
-    if (!d.refuse) return serve_get(d.rank, d.req);
+    if (!d.refuse) return serve_get(d.rank, d.req, d.held);
     get_refused_msg r{d.req.ctx};
     return enqueue(d.rank, kind_get_refused, &r, sizeof(r), nullptr, 0);
   });
@@ -726,7 +726,7 @@ void shm_device::forget_peer(int rank) {
   });
   deferred_.remove_if([&](const deferred& d) {
     if (d.rank != rank) return false;
-    if (!d.refuse) ctx_.regions().release(me, rkey_t{d.req.key, d.req.generation});
+    if (!d.refuse) ctx_.regions().release(me, d.held);
     return true;
   });
   events_.remove_if(

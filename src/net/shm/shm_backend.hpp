@@ -78,7 +78,7 @@ class shm_device final : public device {
     uint64_t next_chunk;
     void* ctx;
     bool get_reply;  // streams our region back to a peer's get
-    rkey_t held;     // get_reply: the region we hold until the data is staged
+    uint32_t held;   // get_reply: the region (slot) we hold until the data is staged
     uint32_t note_len = 0;
     char note[max_note_size] = {};
   };
@@ -89,7 +89,7 @@ class shm_device final : public device {
     char* dst;
     size_t size;
     uint64_t consumed;
-    rkey_t held;  // our region, held until the copy is done
+    uint32_t held;  // our region (slot), held until the copy is done
     uint64_t get_ctx;
     bool get_reply;  // the answer to our get with context get_ctx
     uint32_t note_len;
@@ -112,6 +112,7 @@ class shm_device final : public device {
   struct deferred {  // a peer's get we could not answer at once (no channel, full queue)
     int rank;
     bool refuse;
+    uint32_t held;  // not refused: the region (slot) acquired for it
     get_request_msg req;
   };
 
@@ -128,7 +129,7 @@ class shm_device final : public device {
                      const void* note, size_t note_len, void* ctx);
   bool start_stream(int rank, put_start_msg& m);
   bool take_get(int rank, uint64_t ctx, pending_get* out = nullptr);
-  bool serve_get(int rank, const get_request_msg& m);
+  bool serve_get(int rank, const get_request_msg& m, uint32_t held);
   size_t drain_lane(sink& s, const lane& ln, size_t max);
   channel_header* channel_of(char* base, uint32_t c) const;
   char* slots_of(char* base, uint32_t c) const;
@@ -157,6 +158,8 @@ class shm_context final : public context {
   const char* name() const override { return "shm"; }
   std::unique_ptr<device> alloc_device(int index, const device_config& cfg) override;
   mr_t register_memory(void* base, size_t size) override;
+  // Registers under a name given by the caller (a mixed job: the network backend's key).
+  mr_t register_named(void* base, size_t size, rkey_t name);
   void deregister_memory(mr_t& mr) override;
   bool region_idle(const mr_t& mr) override;
   void release_region(mr_t& mr) override;
