@@ -27,5 +27,8 @@ inline size_t thread_index() {
 inline uint32_t next_thread_poll() {
   return ++this_thread_slot.polls;
 }
+inline uint32_t thread_polls() {
+  return this_thread_slot.polls;
+}
 
 }  // namespace weft::util

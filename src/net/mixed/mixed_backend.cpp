@@ -3,6 +3,7 @@
 // made with both: the network backend's key is the handle peers get, and the shared-memory
 // table records the region under that same key, so a peer on this host finds it there.
 #include <algorithm>
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -11,6 +12,9 @@
 #include "net/backend.hpp"
 #include "net/shm/shm_backend.hpp"
 #include "util/log.hpp"
+#include "util/spinlock.hpp"
+#include "util/thread_index.hpp"
+#include "util/ticks.hpp"
 
 namespace weft::net {
 
@@ -98,9 +102,22 @@ class mixed_device final : public device {
     return l >= 0 ? shm_->check_remote(l, remote_addr, size, rkey)
                   : net_->check_remote(rank, remote_addr, size, rkey);
   }
+  // Shared memory every time. The network as long as it yields events, and otherwise once
+  // as much time has passed as its last empty look took: a provider whose poll is a system
+  // call (tcp: 1 us here) would otherwise make every same-host message wait for it, while
+  // one that reads a completion queue in memory (verbs) is still looked at almost always.
+  // Every 1024th poll of a thread looks regardless, in case a slow look (the thread was
+  // preempted in it) put the next one far off.
   size_t poll(sink& s, size_t max) override {
     renumbering_sink local(s, global_);
-    return shm_->poll(local, max) + net_->poll(s, max);
+    size_t n = shm_->poll(local, max);
+    const uint64_t start = util::ticks();
+    if (start < net_due_.load(std::memory_order_relaxed) && (util::thread_polls() & 1023) != 0)
+      return n;
+    const size_t m = net_->poll(s, max);
+    const uint64_t end = util::ticks();
+    net_due_.store(m ? 0 : end + (end - start), std::memory_order_relaxed);
+    return n + m;
   }
   void wait_for_message(uint32_t timeout_us) override {
     // Shared memory wakes a sleeper; the network is looked at again within 100 us.
@@ -120,6 +137,8 @@ class mixed_device final : public device {
   std::unique_ptr<device> shm_, net_;
   const std::vector<int>& local_;   // by job rank: its rank on this host, or -1
   const std::vector<int>& global_;  // by host rank: its job rank
+  // When the network is next looked at (util::ticks), apart from what every poll reads.
+  alignas(util::cache_line) std::atomic<uint64_t> net_due_{0};
 };
 
 class mixed_context final : public context {
