@@ -36,7 +36,7 @@ const char* get_errorcode_str(errorcode_t code) {
     case errorcode_t::cancelled: return "cancelled";
     case errorcode_t::error: return "error";
     case errorcode_t::error_truncated: return "error: message larger than the receive buffer";
-    case errorcode_t::error_peer_dead: return "error: the peer process died";
+    case errorcode_t::error_peer_dead: return "error: the peer is gone (died or unreachable)";
     case errorcode_t::error_nomem: return "error: the target ran out of memory";
     case errorcode_t::error_region:
       return "error: the remote region was deregistered or the access is outside it";

@@ -52,8 +52,7 @@ void device_impl::refuse_post(const comm_args& a) {
     util::fail(
         call, "remote_comp", std::to_string(a.remote_comp),
         "unknown remote completion handle (" + std::to_string(rt.rcomp_count()) + " registered)");
-  if (peer_dead(a.rank))
-    util::fail(call, "rank", std::to_string(a.rank), "the peer process has died");
+  if (peer_dead(a.rank)) util::fail(call, "rank", std::to_string(a.rank), net->why_gone(a.rank));
   util::fail(call, "arguments", "?", "refused without a reason (a check in post is missing here)");
 }
 
@@ -192,8 +191,7 @@ void device_impl::check_one_sided(const comm_args& a) {
         "unknown remote completion handle (" + std::to_string(rt.rcomp_count()) + " registered)");
   if (a.buffer_is_packet)
     util::fail(call, "buffer_is_packet", "true", "one-sided operations take plain buffers");
-  if (peer_dead(a.rank))
-    util::fail(call, "rank", std::to_string(a.rank), "the peer process has died");
+  if (peer_dead(a.rank)) util::fail(call, "rank", std::to_string(a.rank), net->why_gone(a.rank));
   if (!a.allow_posted)
     util::fail(call, "allow_posted", "false", "a put or get completes asynchronously");
 }

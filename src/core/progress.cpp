@@ -473,7 +473,8 @@ void device_impl::check_peers() {
 // Every operation waiting on `rank` ends with error_peer_dead.
 void device_impl::fail_peer(int rank) {
   dead_[size_t(rank)].store(true, std::memory_order_relaxed);
-  WEFT_LOG(warn, "rank %d is gone; failing the operations that wait on it", rank);
+  WEFT_LOG(warn, "rank %d is gone (%s); failing the operations that wait on it", rank,
+           net->why_gone(rank).c_str());
   net->forget_peer(rank);
   auto fail = [&](request* q) {
     if (q->is_am && q->kind() == req_kind::rdv_recv) {

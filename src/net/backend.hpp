@@ -100,6 +100,8 @@ class device {
 
   // False once the peer process is known to be gone.
   virtual bool peer_alive(int rank) = 0;
+  // Once it is gone, why, for error messages (cold path).
+  virtual std::string why_gone(int /*rank*/) { return "the peer process has died"; }
   // Drops every transfer in flight with a dead peer; when it returns, no thread touches
   // the local buffers of those transfers again.
   virtual void forget_peer(int rank) = 0;

@@ -80,5 +80,27 @@ done
 # shellcheck disable=SC2046
 netns_peer_death "hydra" $(hydra_cmd "$hosts3" 3)
 
+# An unreachable peer: the third host's address has an "unreachable" route on the others
+# and theirs on it (what a router answers for a host it has no path to). Every rank must
+# say which peer it cannot reach, and the job must end with errors, not hang (ofi: each rank's
+# first send fails; ucx: endpoint creation fails at start-up, where every error must be
+# that one).
+for i in 1 2; do ip -n "$(netns_name $i)" route add unreachable "$net.3/32"; done
+for i in 1 2; do ip -n "$(netns_name 3)" route add unreachable "$net.$i/32"; done
+job "$hosts3" 3 0 WEFT_BACKEND=ofi WEFT_OFI_PROVIDER="tcp;ofi_rxm" WEFT_PEER_TIMEOUT=10 -- "$mp" matrix &&
+  { cat "$out"; fail "ofi: a job with an unreachable host succeeded"; }
+for r in 0 1 2; do
+  grep -q "weft\[$r\] warn: rank [0-2] is gone (the peer cannot be reached (No route to host))" "$out" ||
+    { cat "$out"; fail "ofi: rank $r did not name an unreachable peer"; }
+done
+job "$hosts3" 3 0 WEFT_BACKEND=ucx -- "$mp" matrix &&
+  { cat "$out"; fail "ucx: a job with an unreachable host succeeded"; }
+unreachable=$(grep -c "endpoint to rank [0-2] = Destination is unreachable: ucp_ep_create failed: no transport reaches that rank" "$out")
+[ "$unreachable" -ge 1 ] && [ "$unreachable" -eq "$(grep -c "fatal_error" "$out")" ] ||
+  { cat "$out"; fail "ucx: the unreachable peer was not named"; }
+for i in 1 2; do ip -n "$(netns_name $i)" route del unreachable "$net.3/32"; done
+for i in 1 2; do ip -n "$(netns_name 3)" route del unreachable "$net.$i/32"; done
+pass "an unreachable host: every rank names a peer it cannot reach (ofi/tcp, ucx/tcp), none hangs"
+
 [ "$(shm_snapshot)" = "$before" ] || fail "shared-memory files left in /dev/shm: $(comm -13 <(echo "$before") <(shm_snapshot))"
 pass "no shared-memory files left behind"

@@ -127,6 +127,10 @@ class mixed_device final : public device {
     const int l = local_[size_t(rank)];
     return (l < 0 || shm_->peer_alive(l)) && net_->peer_alive(rank);
   }
+  std::string why_gone(int rank) override {
+    const int l = local_[size_t(rank)];
+    return l >= 0 && !shm_->peer_alive(l) ? shm_->why_gone(l) : net_->why_gone(rank);
+  }
   void forget_peer(int rank) override {
     const int l = local_[size_t(rank)];
     if (l >= 0) shm_->forget_peer(l);

@@ -161,10 +161,12 @@ ofi_device::ofi_device(ofi_context& ctx, int index, const device_config& cfg)
   const int n = b.size();
   peers_.resize(size_t(n));
   dead_.reset(new std::atomic<bool>[size_t(n)]);
+  gone_why_.reset(new std::atomic<int>[size_t(n)]);
   talk_.reset(new std::atomic<uint8_t>[size_t(n)]);
   live_.reset(new liveness[size_t(n)]);
   for (int r = 0; r < n; ++r) {
     dead_[size_t(r)].store(false);
+    gone_why_[size_t(r)].store(0);
     talk_[size_t(r)].store(0);
     std::string theirs = b.get(r, key(ctx.context_id(), index));
     if (fi_av_insert(av_, theirs.data(), 1, &peers_[size_t(r)], 0, nullptr) != 1)
@@ -502,11 +504,33 @@ void ofi_device::refused(ssize_t rc, int rank, const char* what) {
     case -FI_EHOSTUNREACH:
     case -FI_ENETUNREACH:
     case -FI_ETIMEDOUT:
-      if (!dead_[size_t(rank)].exchange(true))
+      if (take_for_dead(rank, int(-rc)))
         WEFT_LOG(warn, "ofi: %s to rank %d: %s; taking it for dead", what, rank,
                  fi_strerror(int(-rc)));
       return;
-    default: check(rc, what);
+    default:
+      util::fail(call, std::string(what) + " to rank", std::to_string(rank),
+                 std::to_string(rc) + ": " + fi_strerror(int(-rc)));
+  }
+}
+
+bool ofi_device::take_for_dead(int rank, int why) {
+  int none = 0;
+  gone_why_[size_t(rank)].compare_exchange_strong(none, why);
+  return !dead_[size_t(rank)].exchange(true);
+}
+
+std::string ofi_device::why_gone(int rank) {
+  const int why = gone_why_[size_t(rank)].load();
+  switch (why) {
+    case gone_silent: return "the peer is taken for dead: silent for longer than WEFT_PEER_TIMEOUT";
+    case FI_EHOSTUNREACH:
+    case FI_ENETUNREACH:
+    case FI_ETIMEDOUT: return std::string("the peer cannot be reached (") + fi_strerror(why) + ")";
+    default:
+      if (why > 0)
+        return std::string("the peer process has died (its connection: ") + fi_strerror(why) + ")";
+      return "the peer process has died";
   }
 }
 
@@ -543,7 +567,7 @@ void ofi_device::complete(sink& s, op* o, bool ok) {
   switch (o->kind) {
     case op::recv: post_recv(o->buffer); return;
     case op::send: {
-      if (!ok && !dead_[size_t(o->rank)].exchange(true))
+      if (!ok && take_for_dead(o->rank, gone_send_failed))
         WEFT_LOG(warn, "ofi: a send to rank %d failed; taking it for dead", o->rank);
       stream* owner = o->owner;
       {
@@ -664,7 +688,7 @@ bool ofi_device::peer_alive(int rank) {
     return true;
   }
   if (now - l.heard_at_ns > timeout) {
-    if (!dead_[size_t(rank)].exchange(true))
+    if (take_for_dead(rank, gone_silent))
       WEFT_LOG(warn, "ofi: rank %d silent for %.1f s (WEFT_PEER_TIMEOUT); taking it for dead", rank,
                double(now - l.heard_at_ns) / 1e9);
     return false;

@@ -56,6 +56,7 @@ class ofi_device final : public device {
   size_t poll(sink& s, size_t max) override;
   void wait_for_message(uint32_t timeout_us) override;
   bool peer_alive(int rank) override;
+  std::string why_gone(int rank) override;
   void forget_peer(int rank) override;
 
   // Called by the context (any thread): tell `rank` that registration `id` is gone.
@@ -218,6 +219,12 @@ class ofi_device final : public device {
   } notify_counts_;  // notifications received, counted by the poller for the log
   std::vector<uint32_t> to_repost_;
   std::unique_ptr<std::atomic<bool>[]> dead_;
+  // Why a peer was taken for dead, set before dead_ (the first reason stays): a libfabric
+  // error number, or one of the gone_* codes.
+  std::unique_ptr<std::atomic<int>[]> gone_why_;
+  static constexpr int gone_silent = -1, gone_send_failed = -2;
+  // Takes `rank` for dead for `why`; true for the caller that did (and should say so).
+  bool take_for_dead(int rank, int why);
   // Per peer, for goodbye(): whether this device sent to it, and how far the closing
   // handshake has come.
   enum talk_bits : uint8_t { sent_to = 1, bye_heard = 2, bye_answered = 4, bye_sent = 8 };

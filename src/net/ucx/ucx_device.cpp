@@ -89,6 +89,7 @@ ucx_device::ucx_device(ucx_context& ctx, int index, const device_config& cfg)
     // detection would rule out its shared-memory transports, which cannot report one.
     p.watch_pid = b.same_host(r);
     ucs_status_t st = UCS_ERR_UNREACHABLE;
+    bool undetected = false;  // an endpoint without failure detection had to do
     if (!p.watch_pid && ctx.peer_failure_detection()) {
       ucp_ep_params_t detecting = ep;
       detecting.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
@@ -96,16 +97,18 @@ ucx_device::ucx_device(ucx_context& ctx, int index, const device_config& cfg)
       detecting.err_handler.cb = &ucx_device::on_ep_error;
       detecting.err_handler.arg = &p;
       st = ucp_ep_create(worker_, &detecting, &p.ep);
-      if (st == UCS_ERR_UNREACHABLE)
-        WEFT_LOG(warn,
-                 "ucx: no transport to rank %d reports peer failures; its death will go "
-                 "unnoticed",
-                 r);
+      undetected = st == UCS_ERR_UNREACHABLE;
     }
     if (st == UCS_ERR_UNREACHABLE) st = ucp_ep_create(worker_, &ep, &p.ep);
     if (st != UCS_OK)
       util::fail(call, "endpoint to rank " + std::to_string(r), ucs_status_string(st),
-                 "ucp_ep_create failed (no common transport with that rank? check UCX_TLS)");
+                 "ucp_ep_create failed: no transport reaches that rank (its address cannot be "
+                 "reached from here, or UCX_TLS and UCX_NET_DEVICES leave none in common)");
+    if (undetected)
+      WEFT_LOG(warn,
+               "ucx: no transport to rank %d reports peer failures; its death will go "
+               "unnoticed",
+               r);
   }
 
   const size_t nsend = 256;
