@@ -169,7 +169,13 @@ class mixed_context final : public context {
   mr_t register_memory(void* base, size_t size) override {
     auto pair = std::make_unique<registration>();
     pair->net = net_->register_memory(base, size);
-    pair->shm = shm_->register_named(base, size, net_->get_rkey(pair->net));
+    try {
+      pair->shm = shm_->register_named(base, size, net_->get_rkey(pair->net));
+    } catch (...) {  // the shared-memory table is full: no peer has seen the key yet
+      net_->deregister_memory(pair->net);
+      net_->release_region(pair->net);
+      throw;
+    }
     mr_t m = pair->net;
     m.backend = pair.release();
     return m;
