@@ -106,8 +106,8 @@ class mixed_device final : public device {
   // as much time has passed as its last empty look took: a provider whose poll is a system
   // call (tcp: 1 us here) would otherwise make every same-host message wait for it, while
   // one that reads a completion queue in memory (verbs) is still looked at almost always.
-  // Every 1024th poll of a thread looks regardless, in case a slow look (the thread was
-  // preempted in it) put the next one far off.
+  // Every 1024th poll of a thread (the count shm_device::poll advances) looks regardless, in
+  // case a slow look (the thread was preempted in it) put the next one far off.
   size_t poll(sink& s, size_t max) override {
     renumbering_sink local(s, global_);
     size_t n = shm_->poll(local, max);

@@ -120,22 +120,8 @@ void region_table::recycle(uint32_t slot) {
   --used_;
 }
 
-const char* region_table::check(int rank, rkey_t k, uint64_t addr, size_t size) const {
-  if (k.key == 0) return nullptr;
-  if (rank < 0 || size_t(rank) >= tables_.size()) return "no such rank on this host";
-  const region_entry* t = tables_[size_t(rank)];
-  const uint32_t reach = headers_[size_t(rank)]->max_probe.load(std::memory_order_acquire);
-  uint32_t slot = home(k);
-  for (uint32_t p = 0; p <= reach; ++p, slot = next(slot)) {
-    const region_entry& e = t[slot];
-    if ((e.state.load(std::memory_order_acquire) & 1) && named(e, k)) return outside(e, addr, size);
-  }
-  return not_registered;
-}
-
-const char* region_table::acquire(int rank, rkey_t k, uint64_t addr, size_t size, uint32_t& held) {
-  held = 0;
-  if (k.key == 0) return nullptr;
+template <typename F>
+const char* region_table::search(int rank, rkey_t k, F&& found) const {
   if (rank < 0 || size_t(rank) >= tables_.size()) return "no such rank on this host";
   region_entry* t = tables_[size_t(rank)];
   const uint32_t reach = headers_[size_t(rank)]->max_probe.load(std::memory_order_acquire);
@@ -144,22 +130,39 @@ const char* region_table::acquire(int rank, rkey_t k, uint64_t addr, size_t size
     region_entry& e = t[slot];
     const uint64_t state = e.state.load(std::memory_order_acquire);
     if (!(state & 1) || !named(e, k)) continue;
+    const char* why = not_registered;
+    if (found(e, slot, state, why)) return why;
+  }
+  return not_registered;
+}
+
+const char* region_table::check(int rank, rkey_t k, uint64_t addr, size_t size) const {
+  if (k.key == 0) return nullptr;
+  return search(rank, k, [&](region_entry& e, uint32_t, uint64_t, const char*& why) {
+    why = outside(e, addr, size);
+    return true;
+  });
+}
+
+const char* region_table::acquire(int rank, rkey_t k, uint64_t addr, size_t size, uint32_t& held) {
+  held = 0;
+  if (k.key == 0) return nullptr;
+  return search(rank, k, [&](region_entry& e, uint32_t slot, uint64_t state, const char*& why) {
     // The increment and the owner's retire are both sequentially consistent: either the
     // owner sees this access and waits for it, or the second load sees the record retired
     // (or reused). Held and unchanged, the record's fields stay as read until released.
     e.users.fetch_add(1, std::memory_order_seq_cst);
     if (e.state.load(std::memory_order_seq_cst) != state || !named(e, k)) {
       e.users.fetch_sub(1, std::memory_order_release);
-      continue;
+      return false;  // search on
     }
-    if (const char* why = outside(e, addr, size)) {
+    why = outside(e, addr, size);
+    if (why)
       e.users.fetch_sub(1, std::memory_order_release);
-      return why;
-    }
-    held = slot;
-    return nullptr;
-  }
-  return not_registered;
+    else
+      held = slot;
+    return true;
+  });
 }
 
 void region_table::release(int rank, uint32_t slot) {

@@ -67,6 +67,10 @@ class region_table {
   };
   uint32_t next(uint32_t slot) const { return slot + 1 < nentries_ ? slot + 1 : 1; }
   static bool named(const region_entry& e, rkey_t k);
+  // Calls found(entry, slot, state, why) on each live record of `rank` named `k`, in search
+  // order, until it returns true; then returns `why`. Otherwise why nothing was found.
+  template <typename F>
+  const char* search(int rank, rkey_t k, F&& found) const;
   static const char* outside(const region_entry& e, uint64_t addr, size_t size);
 
   int me_;
