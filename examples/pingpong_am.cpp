@@ -1,7 +1,10 @@
 // Active-message ping-pong between ranks 0 and 1: prints one-way latency and message rate
-// for 8-byte messages, and send/receive bandwidth for larger ones.
+// for 8-byte messages, and send/receive bandwidth for larger ones. Every message carries
+// its sequence number and every byte received is checked; each rank ends with a line
+// saying how much it checked.
 //   weftrun -n 2 pingpong_am [iterations] [--bw]
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -14,19 +17,34 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-void send_am(int peer, void* buf, size_t size, weft::rcomp_t rcomp) {
-  while (weft::post_am(peer, buf, size, weft::comp_t{}, rcomp).error.is_retry()) weft::progress();
+long g_checked = 0, g_wrong = 0;
+
+void send_am(int peer, uint64_t value, weft::rcomp_t rcomp) {
+  while (weft::post_am(peer, &value, sizeof(value), weft::comp_t{}, rcomp).error.is_retry())
+    weft::progress();
 }
 
-void wait_am(weft::comp_t cq) {
+// The next active message's value (its 8 bytes), or ~0 for a wrong one (counted).
+uint64_t wait_am(weft::comp_t cq) {
   for (;;) {
     weft::status_t s = weft::cq_pop(cq);
-    if (s.error.is_done()) {
-      std::free(s.buf);
-      return;
+    if (s.error.is_retry()) {
+      weft::progress();
+      continue;
     }
-    weft::progress();
+    uint64_t v = ~uint64_t(0);
+    if (s.error.is_done() && s.size == sizeof(v))
+      memcpy(&v, s.buf, sizeof(v));
+    else
+      ++g_wrong;
+    std::free(s.buf);
+    ++g_checked;
+    return v;
   }
+}
+
+void expect(bool ok) {
+  if (!ok) ++g_wrong;
 }
 
 }  // namespace
@@ -44,8 +62,8 @@ int main(int argc, char** argv) {
   weft::comp_t cq = weft::alloc_cq();
   weft::rcomp_t rcomp = weft::register_rcomp(cq);
   weft::barrier();
-  char msg[8] = "ping";
   const int peer = 1 - me;
+  uint64_t bytes_checked = 0;
 
   if (me < 2) {
     // Latency: one-way = round trip / 2.
@@ -53,12 +71,13 @@ int main(int argc, char** argv) {
     double t0 = 0;
     for (long i = -warm; i < iters; ++i) {
       if (i == 0) t0 = now_s();
+      const uint64_t seq = uint64_t(i + warm);
       if (me == 0) {
-        send_am(peer, msg, sizeof(msg), rcomp);
-        wait_am(cq);
+        send_am(peer, seq, rcomp);
+        expect(wait_am(cq) == seq);
       } else {
-        wait_am(cq);
-        send_am(peer, msg, sizeof(msg), rcomp);
+        expect(wait_am(cq) == seq);
+        send_am(peer, seq, rcomp);
       }
     }
     double lat = (now_s() - t0) / iters / 2;
@@ -67,12 +86,21 @@ int main(int argc, char** argv) {
     const long rounds = iters / window;
     t0 = now_s();
     for (long r = 0; r < rounds; ++r) {
+      const uint64_t first = uint64_t(r) * window;
       if (me == 0) {
-        for (int w = 0; w < window; ++w) send_am(peer, msg, sizeof(msg), rcomp);
-        wait_am(cq);
+        for (int w = 0; w < window; ++w) send_am(peer, first + uint64_t(w), rcomp);
+        expect(wait_am(cq) == first);
       } else {
-        for (int w = 0; w < window; ++w) wait_am(cq);
-        send_am(peer, msg, sizeof(msg), rcomp);
+        // Each of the window's numbers once, in any order.
+        uint64_t sum = 0;
+        bool in_range = true;
+        for (int w = 0; w < window; ++w) {
+          const uint64_t v = wait_am(cq);
+          in_range &= v >= first && v < first + window;
+          sum += v;
+        }
+        expect(in_range && sum == first * window + window * (window - 1) / 2);
+        send_am(peer, first, rcomp);
       }
     }
     double rate = double(rounds * window) / (now_s() - t0);
@@ -104,9 +132,13 @@ int main(int argc, char** argv) {
         }
         weft::sync_wait(sync, nullptr);
         if (me == 0)
-          wait_am(cq);
+          expect(wait_am(cq) == uint64_t(r + 2));
         else
-          send_am(peer, msg, sizeof(msg), rcomp);
+          send_am(peer, uint64_t(r + 2), rcomp);
+      }
+      if (me == 1) {  // the last round's data, from rank 0's buffers
+        for (char c : buf) expect(c == 1);
+        bytes_checked += buf.size();
       }
       double gbps = double(size) * 16 * reps / (now_s() - t0) / 1e9;
       if (me == 0) {
@@ -119,5 +151,11 @@ int main(int argc, char** argv) {
   weft::barrier();
   weft::free_comp(&cq);
   weft::g_runtime_fina();
+  if (g_wrong) {
+    fprintf(stderr, "rank %d: pingpong_am: %ld wrong messages or bytes\n", me, g_wrong);
+    return 1;
+  }
+  printf("rank %d: pingpong_am: %ld messages and %llu bytes checked, all correct\n", me, g_checked,
+         static_cast<unsigned long long>(bytes_checked));
   return 0;
 }

@@ -27,6 +27,7 @@ struct runtime_args {
   size_t inbox_depth = 0;
   size_t max_requests = 0;
   int wire_errors_fatal = -1;
+  size_t backlog_size = 0;
 };
 WEFT_API runtime_t alloc_runtime_impl(const runtime_args& a, bool global);
 }  // namespace detail
@@ -45,6 +46,7 @@ class runtime_init_x {
   WEFT_OFF_ARG(size_t, cq_depth)
   WEFT_OFF_ARG(size_t, inbox_depth)
   WEFT_OFF_ARG(size_t, max_requests)
+  WEFT_OFF_ARG(size_t, backlog_size)
   auto& wire_errors_fatal(bool v) {
     a_.wire_errors_fatal = v;
     return *this;
@@ -249,6 +251,9 @@ struct comm_args {
   bool note_whole = false;
   uint64_t note_addr = 0;
   uint64_t note_size = 0;
+  // Set by Weft for what it posts itself (graph nodes, pieces of a list, retries from the
+  // backlog): with allow_retry(false) never refused for a full backlog (retry_backlog).
+  bool internal = false;
   const char* call_name = "post_comm";
 };
 WEFT_API status_t post_comm_impl(const comm_args& a);

@@ -36,6 +36,7 @@ enum class errorcode_t : int {
   retry_lock,       // a try-lock on a shared resource failed
   retry_nopacket,   // the packet pool is empty
   retry_nomem,      // the peer's receive queue or a request table is full
+  retry_backlog,    // the device's backlog holds backlog_size items: progress and drain first
   cancelled = 48,   // a posted receive was cancelled before it matched
   error = 64,       // generic failure delivered to a completion object
   error_truncated,  // the message was larger than the posted receive buffer
@@ -107,6 +108,7 @@ struct runtime_t {
   WEFT_API size_t get_attr_cq_depth() const;
   WEFT_API size_t get_attr_inbox_depth() const;
   WEFT_API size_t get_attr_max_requests() const;
+  WEFT_API size_t get_attr_backlog_size() const;
   WEFT_API bool get_attr_wire_errors_fatal() const;
 };
 struct device_t {

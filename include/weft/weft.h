@@ -56,6 +56,7 @@ typedef enum {
   WEFT_RETRY_LOCK = 33,
   WEFT_RETRY_NOPACKET = 34,
   WEFT_RETRY_NOMEM = 35,
+  WEFT_RETRY_BACKLOG = 36, /* the device's backlog is at its bound: progress first */
   WEFT_CANCELLED = 48,
   WEFT_ERROR = 64,
   WEFT_ERROR_TRUNCATED = 65,
@@ -124,6 +125,7 @@ typedef struct {
   size_t packet_size, npackets, inject_size, eager_size, match_buckets, cq_depth, inbox_depth,
       max_requests;
   int wire_errors_fatal; /* -1: environment default, 0 or 1 */
+  size_t backlog_size;
 } weft_runtime_opts_t;
 /* Zero sizes (and inject_size SIZE_MAX) take the WEFT_* environment defaults. */
 WEFT_C_API void weft_runtime_opts_init(weft_runtime_opts_t* opts);

@@ -1,6 +1,7 @@
 // Launcher detection and the two embedded bootstraps.
 #include "bootstrap/bootstrap.hpp"
 
+#include <poll.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -161,6 +162,14 @@ class weftrun_bootstrap final : public bootstrap {
     return out;
   }
   void fence() override { request("FENCE"); }
+  // weftrun never writes unasked: anything readable between requests, or a hang-up, is the
+  // socket closing, which is weftrun's death.
+  bool launcher_alive() override {
+    std::unique_lock<std::mutex> g(lock_, std::try_to_lock);
+    if (!g.owns_lock() || fd_ < 0) return true;  // a request is under way: it will know
+    pollfd p{fd_, POLLIN | POLLRDHUP, 0};
+    return ::poll(&p, 1, 0) == 0;
+  }
 
  private:
   std::string request(const std::string& line) {

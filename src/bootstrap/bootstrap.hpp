@@ -30,6 +30,9 @@ class bootstrap {
   virtual void fence() = 0;
   // The job's number for this bootstrap's rank `r`, for messages (a host subset renumbers).
   virtual int job_rank(int r) const { return r; }
+  // False once the launcher is known to be gone (weftrun: its socket closed). Cheap enough
+  // for a periodic check (one poll system call), not for every progress.
+  virtual bool launcher_alive() { return true; }
 
   // Whether `rank` runs on this rank's host (shares its memory): the launcher's placement,
   // overridden by WEFT_HOST_ID (network namespaces share the host name and /dev/shm).

@@ -168,7 +168,7 @@ const char* weft_get_version(void) {
 // ---- runtime ----------------------------------------------------------------------------
 void weft_runtime_opts_init(weft_runtime_opts_t* o) {
   if (!o) return;
-  *o = weft_runtime_opts_t{0, 0, SIZE_MAX, 0, 0, 0, 0, 0, -1};
+  *o = weft_runtime_opts_t{0, 0, SIZE_MAX, 0, 0, 0, 0, 0, -1, 0};
 }
 
 static detail::runtime_args runtime_args_of(const weft_runtime_opts_t* o) {
@@ -183,6 +183,7 @@ static detail::runtime_args runtime_args_of(const weft_runtime_opts_t* o) {
     a.inbox_depth = o->inbox_depth;
     a.max_requests = o->max_requests;
     a.wire_errors_fatal = o->wire_errors_fatal;
+    a.backlog_size = o->backlog_size;
   }
   return a;
 }
@@ -225,7 +226,8 @@ int weft_runtime_get_attr(weft_runtime_t runtime, weft_runtime_opts_t* attr) {
                                 r.get_attr_cq_depth(),
                                 r.get_attr_inbox_depth(),
                                 r.get_attr_max_requests(),
-                                r.get_attr_wire_errors_fatal() ? 1 : 0};
+                                r.get_attr_wire_errors_fatal() ? 1 : 0,
+                                r.get_attr_backlog_size()};
   });
 }
 

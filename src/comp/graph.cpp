@@ -45,6 +45,7 @@ graph_node* graph_impl::add_node(const graph_node_args& a, const char* call) {
     n->op = a.op;
     n->op.local_comp.p = n.get();
     n->op.allow_retry = false;  // a full peer queue goes through the backlog
+    n->op.internal = true;
     n->op.allow_posted = true;
     n->op.allow_done = true;
     if (a.op.nbuffers) {

@@ -33,6 +33,7 @@ const char* get_errorcode_str(errorcode_t code) {
     case errorcode_t::retry_lock: return "retry (a try-lock failed)";
     case errorcode_t::retry_nopacket: return "retry (no packet)";
     case errorcode_t::retry_nomem: return "retry (peer queue or request table full)";
+    case errorcode_t::retry_backlog: return "retry (the device's backlog is at backlog_size)";
     case errorcode_t::cancelled: return "cancelled";
     case errorcode_t::error: return "error";
     case errorcode_t::error_truncated: return "error: message larger than the receive buffer";
@@ -68,6 +69,9 @@ size_t runtime_t::get_attr_inbox_depth() const {
 }
 size_t runtime_t::get_attr_max_requests() const {
   return resolve_runtime(*this, "get_attr")->attr.max_requests;
+}
+size_t runtime_t::get_attr_backlog_size() const {
+  return resolve_runtime(*this, "get_attr")->attr.backlog_size;
 }
 bool runtime_t::get_attr_wire_errors_fatal() const {
   return resolve_runtime(*this, "get_attr")->attr.wire_errors_fatal;

@@ -270,6 +270,7 @@ status_t device_impl::post_list_rma(const comm_args& a, size_t total) {
   piece.nremote_buffers = 0;
   piece.remote_comp = rcomp_null;
   piece.allow_retry = false;  // a full queue sends a piece through the backlog
+  piece.internal = true;      // the list as a whole was checked against the backlog's bound
   std::vector<comm_args> pieces;
   size_t li = 0, ri = 0, loff = 0, roff = 0;
   while (li < nlocal && ri < nremote) {

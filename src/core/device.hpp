@@ -7,6 +7,7 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <variant>
 
 #include "backlog/backlog_queue.hpp"
 #include "comp/comp.hpp"
@@ -21,6 +22,30 @@ namespace weft::detail {
 class runtime_impl;
 class packet_pool_impl;
 
+// What a device's backlog holds, one plain value per item.
+namespace backlog_work {
+struct post {  // a post whose caller refused retry, tried again as it was given
+  comm_args args;
+};
+struct signal {  // a completion object that could not take its signal (a full queue)
+  comp_impl* comp;
+  status_t status;
+};
+struct control {  // a protocol message to a full peer queue
+  int rank;
+  uint32_t len;
+  wire_header header;
+  char body[48];
+};
+struct rendezvous_put {  // the data of a rendezvous send, when the backend was busy
+  int rank;
+  uint64_t send_handle, raddr, accept;
+  rendezvous_note note;
+};
+}  // namespace backlog_work
+using backlog_item = std::variant<backlog_work::post, backlog_work::signal, backlog_work::control,
+                                  backlog_work::rendezvous_put>;
+
 class device_impl final : public net::sink {
  public:
   device_impl(runtime_impl& rt, int index, packet_pool_impl* pool, size_t inbox_depth);
@@ -32,10 +57,10 @@ class device_impl final : public net::sink {
 
   // ---- progress (core/progress.cpp) ----
   error_t progress();
-  void on_message(int rank, const void* data, size_t len) override;
+  bool on_message(int rank, const void* data, size_t len) override;
   void on_put_local_done(void* ctx, bool ok) override;
   void on_get_done(void* ctx, bool ok) override;
-  void on_remote_notify(int rank, const void* note, size_t len) override;
+  bool on_remote_notify(int rank, const void* note, size_t len) override;
 
   // Signals `c` with `s` (or queues the signal when `c` cannot take it now). `counted`:
   // the operation was counted as pending on `c`.
@@ -45,11 +70,14 @@ class device_impl final : public net::sink {
     if (counted) c->pending.fetch_sub(1, std::memory_order_relaxed);
     if (!signal_comp(c, s)) defer_signal(c, s);
   }
-  // A control message sent from inside progress: queued in the backlog when the peer's
-  // queue is full.
   // Completes `q` with `code` and the request's own fields, and frees it.
   void finish_request(request* q, errorcode_t code);
+  // A control message sent from inside progress: queued in the backlog when the peer's
+  // queue is full.
   void send_control(int rank, const wire_header& h, const void* body, size_t len);
+  // The backlog holds backlog_size items or more: posts that would add to it are refused
+  // with retry_backlog (see docs/api.md, "Back-pressure").
+  bool backlog_over() const { return backlog.size() >= backlog_limit; }
   bool peer_dead(int rank) const { return dead_[size_t(rank)].load(std::memory_order_relaxed); }
   size_t pending_operations();
 
@@ -59,7 +87,8 @@ class device_impl final : public net::sink {
   std::unique_ptr<net::device> net;
   packet_pool_impl* pool;
   request_slab slab;
-  backlog_queue backlog;
+  const size_t backlog_limit;
+  backlog_queue<backlog_item> backlog;
   size_t eager_limit;
   std::atomic<uint32_t> barrier_epoch{0};
 
@@ -68,6 +97,14 @@ class device_impl final : public net::sink {
   [[noreturn, gnu::noinline, gnu::cold]] void refuse_post(const comm_args& a);
   // The signal `c` could not take now, retried from the backlog.
   [[gnu::noinline, gnu::cold]] void defer_signal(comp_impl* c, const status_t& s);
+  // Queues work that must not fail for want of room (see backlog_limit).
+  void backlog_push(const backlog_item& it, const char* what);
+  bool run_backlog_item(backlog_item& it);
+  // One kind of backlog work each; true when it is done with.
+  bool retry_work(backlog_work::post& p);
+  bool retry_work(backlog_work::signal& g);
+  bool retry_work(backlog_work::control& m);
+  bool retry_work(backlog_work::rendezvous_put& r);
   status_t post_out(const comm_args& a);
   status_t post_in(const comm_args& a);
   status_t post_rendezvous(const comm_args& a, const wire_header& h);
@@ -80,14 +117,24 @@ class device_impl final : public net::sink {
   status_t post_list_rma(const comm_args& a, size_t total);
   request* alloc_outgoing(const comm_args& a, bool is_am);
   status_t retry_or_backlog(const comm_args& a, errorcode_t code);
-  status_t match_arrived(request* recv, request* unexpected, const comm_args* poster);
-  void deliver_am(int rank, const wire_header& h, const char* data, size_t size);
+  // The receiving side of a match: a posted receive's request, or a receive being posted.
+  struct recv_side {
+    void* buf;
+    size_t size;
+    comp_impl* comp;
+    void* user_context;
+    bool counted;  // the receive was counted as pending on comp
+  };
+  status_t match_arrived(const recv_side& recv, request* unexpected, const comm_args* poster);
+  void match_posted(request* recv, request* unexpected);
+  bool deliver_am(int rank, const wire_header& h, const char* data, size_t size);
   // Out of line, so that the eager paths above keep a small frame.
-  [[gnu::noinline, gnu::cold]] void on_other_message(int rank, const char* p, size_t len);
+  [[gnu::noinline, gnu::cold]] bool on_other_message(int rank, const char* p, size_t len);
   [[gnu::noinline, gnu::cold]] void refuse_am(int rank, const wire_header& h, size_t size);
-  void arrive_send(int rank, const wire_header& h, const char* data, size_t size);
-  void arrive_rts(int rank, const wire_header& h, const rts_body& b);
+  bool arrive_send(int rank, const wire_header& h, const char* data, size_t size);
+  bool arrive_rts(int rank, const wire_header& h, const rts_body& b);
   void wire_error(int rank, const std::string& what);
+  void periodic_check();
   void check_peers();
   void fail_peer(int rank);
 

@@ -72,23 +72,22 @@ status_t device_impl::post(const comm_args& a) {
   return post_out(a);
 }
 
+// A post that cannot go now: retry, or with allow_retry(false) into the backlog. A user's
+// post finds the backlog closed at backlog_size and gets retry_backlog even then (the
+// documented bound); Weft's own posts go in up to the hard capacity.
 status_t device_impl::retry_or_backlog(const comm_args& a, errorcode_t code) {
   if (a.allow_retry) return immediate(a, code);
-  comm_args copy = a;
-  copy.allow_retry = true;
-  copy.allow_done = true;
+  if (!a.internal && backlog_over()) return immediate(a, errorcode_t::retry_backlog);
+  backlog_work::post p{a};
+  p.args.allow_retry = true;
+  p.args.allow_done = true;
+  p.args.internal = true;  // its place in the backlog is already taken
   comp_impl* c = a.local_comp.p;
   if (c) c->pending.fetch_add(1, std::memory_order_relaxed);
-  backlog.push([this, copy, c]() {
-    status_t s = post(copy);
-    if (s.error.is_retry()) return false;
+  if (!backlog.push(p)) {
     if (c) c->pending.fetch_sub(1, std::memory_order_relaxed);
-    if (s.error.is_done()) {
-      s.error = errorcode_t::done_backlog;
-      complete(c, s, false);
-    }
-    return true;
-  });
+    return immediate(a, errorcode_t::retry_backlog);
+  }
   return immediate(a, errorcode_t::posted_backlog);
 }
 
@@ -119,6 +118,10 @@ status_t device_impl::post_out(const comm_args& a) {
     h.type = uint8_t(am ? msg_type::rts_am : msg_type::rts_send);
     return post_rendezvous(a, h);
   }
+  // Completed at once but signalled (allow_done false): a full queue's signal would wait
+  // in the backlog, so the backlog's bound applies.
+  if (!a.allow_done && !a.internal && backlog_over())
+    return retry_or_backlog(a, errorcode_t::retry_backlog);
   if (!net->try_send(a.rank, &h, sizeof(h), a.local_buffer, a.size))
     return retry_or_backlog(a, errorcode_t::retry_nomem);
   if (a.buffer_is_packet) {
@@ -146,6 +149,7 @@ request* device_impl::alloc_outgoing(const comm_args& a, bool is_am) {
 }
 
 status_t device_impl::post_rendezvous(const comm_args& a, const wire_header& h) {
+  if (!a.internal && backlog_over()) return retry_or_backlog(a, errorcode_t::retry_backlog);
   request* r = alloc_outgoing(a, h.type == uint8_t(msg_type::rts_am));
   if (!r) return retry_or_backlog(a, errorcode_t::retry_nomem);
   comp_impl* c = r->comp;
@@ -205,6 +209,7 @@ status_t device_impl::post_rma(const comm_args& a) {
   check_one_sided(a);
   const uint64_t addr = m.base + a.remote_disp;
   const net::rkey_t key{m.key, m.generation};
+  if (!a.internal && backlog_over()) return retry_or_backlog(a, errorcode_t::retry_backlog);
   request* r = alloc_outgoing(a, false);
   if (!r) return retry_or_backlog(a, errorcode_t::retry_nomem);
   comp_impl* c = r->comp;
@@ -233,24 +238,26 @@ status_t device_impl::post_rma(const comm_args& a) {
   return immediate(a, errorcode_t::posted);
 }
 
+// A receive that matches a message already here always succeeds: it needs no request of
+// its own (the message's becomes the receive's), so a table full of unexpected messages
+// cannot keep their receives out.
 status_t device_impl::post_in(const comm_args& a) {
   auto* e = a.matching_engine.p ? a.matching_engine.p : rt.default_engine;
   const uint64_t key = e->make_key(a.rank, a.tag, a.matching_policy);
   const uint8_t pol = e->stored_policy(a.matching_policy);
+  const recv_side mine{a.local_buffer, a.size, a.local_comp.p, a.user_context, false};
   if (!a.allow_posted) {
     auto* m = static_cast<request*>(e->take(key, pol, entry_type::send));
     if (!m) return immediate(a, errorcode_t::retry);
-    request* r = slab.alloc(this);
-    if (!r) util::fail(a.call_name, "request table", "full", "cannot complete the match");
-    r->buf = a.local_buffer;
-    r->size = a.size;
-    r->comp = a.local_comp.p;
-    r->user_context = a.user_context;
-    r->publish(req_kind::posted_recv);
-    return match_arrived(r, m, &a);
+    return match_arrived(mine, m, &a);
   }
-  request* r = slab.alloc(this);
-  if (!r) return retry_or_backlog(a, errorcode_t::retry_nomem);
+  const bool closed = !a.internal && backlog_over();
+  request* r = closed ? nullptr : slab.alloc(this);
+  if (!r) {
+    if (auto* m = static_cast<request*>(e->take(key, pol, entry_type::send)))
+      return match_arrived(mine, m, &a);
+    return retry_or_backlog(a, closed ? errorcode_t::retry_backlog : errorcode_t::retry_nomem);
+  }
   r->key = key;
   r->policy = pol;
   r->type = entry_type::recv;
@@ -266,31 +273,31 @@ status_t device_impl::post_in(const comm_args& a) {
   auto* m = static_cast<request*>(e->insert(r));
   if (!m) return immediate(a, errorcode_t::posted);
   if (r->counted) r->comp->pending.fetch_sub(1, std::memory_order_relaxed);
-  r->counted = false;
-  return match_arrived(r, m, &a);
+  slab.free(r);
+  return match_arrived(mine, m, &a);
 }
 
 // A receive met a send that arrived first (poster != nullptr: inside the receive's post
-// call) or a send met a posted receive (poster == nullptr: inside progress).
-status_t device_impl::match_arrived(request* recv, request* u, const comm_args* poster) {
+// call) or a send met a posted receive (poster == nullptr: inside progress; the receive's
+// request is already freed).
+status_t device_impl::match_arrived(const recv_side& recv, request* u, const comm_args* poster) {
   status_t s;
   s.rank = u->rank;
   s.tag = u->tag;
-  s.buf = recv->buf;
-  s.user_context = recv->user_context;
-  comp_impl* comp = recv->comp;
-  bool counted = recv->counted;
+  s.buf = recv.buf;
+  s.user_context = recv.user_context;
+  comp_impl* comp = recv.comp;
+  const bool counted = recv.counted;
   if (u->kind() == req_kind::unexpected_eager) {
-    size_t n = std::min(recv->size, u->msg_size);
-    if (n) memcpy(recv->buf, u->buf, n);
+    size_t n = std::min(recv.size, u->msg_size);
+    if (n) memcpy(recv.buf, u->buf, n);
     s.size = n;
-    s.error = u->msg_size > recv->size ? errorcode_t::error_truncated : errorcode_t::done;
+    s.error = u->msg_size > recv.size ? errorcode_t::error_truncated : errorcode_t::done;
     if (u->pool)
       u->pool->put(u->buf);
     else
       std::free(u->buf);
     u->dev->slab.free(u);
-    slab.free(recv);
     if (poster && poster->allow_done && s.error.is_done()) return s;
     complete(comp, s, counted);
     status_t p = s;
@@ -299,15 +306,14 @@ status_t device_impl::match_arrived(request* recv, request* u, const comm_args* 
   }
   // Rendezvous: the request that waits for the data must live on the device the sender
   // talks to, so the unexpected entry becomes the receive.
-  u->buf = recv->buf;
-  u->size = std::min(recv->size, u->msg_size);
+  u->buf = recv.buf;
+  u->size = std::min(recv.size, u->msg_size);
   u->comp = comp;
-  u->user_context = recv->user_context;
+  u->user_context = recv.user_context;
   u->counted = comp != nullptr;
   u->is_am = false;
   if (u->counted) comp->pending.fetch_add(1, std::memory_order_relaxed);
   if (counted) comp->pending.fetch_sub(1, std::memory_order_relaxed);
-  slab.free(recv);
   wire_header h{};
   h.version = wire_version;
   h.type = uint8_t(msg_type::cts);

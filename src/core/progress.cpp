@@ -14,6 +14,7 @@
 #include "util/fail.hpp"
 #include "util/log.hpp"
 #include "util/small_copy.hpp"
+#include "util/thread_index.hpp"
 
 namespace weft::detail {
 namespace {
@@ -47,6 +48,11 @@ device_impl::device_impl(runtime_impl& r, int idx, packet_pool_impl* p, size_t i
       inbox_depth(inbox_depth),
       pool(p),
       slab(uint32_t(r.attr.max_requests)),
+      backlog_limit(r.attr.backlog_size),
+      // Past backlog_limit only operations already in flight add to the backlog (each a
+      // control message or data to send, then its completion signal) and Weft's own posts
+      // of a few list pieces: room for all of them, allocated only as it fills.
+      backlog(r.attr.backlog_size + 2 * r.attr.max_requests + 1024),
       eager_limit(r.attr.eager_size),
       dead_(new std::atomic<bool>[size_t(r.size())]) {
   for (int i = 0; i < r.size(); ++i) dead_[size_t(i)].store(false);
@@ -81,25 +87,66 @@ size_t device_impl::pending_operations() {
 
 void device_impl::defer_signal(comp_impl* c, const status_t& s) {
   c->pending.fetch_add(1, std::memory_order_relaxed);
-  backlog.push([c, s]() {
-    c->pending.fetch_sub(1, std::memory_order_relaxed);
-    if (signal_comp(c, s)) return true;
-    c->pending.fetch_add(1, std::memory_order_relaxed);
-    return false;
-  });
+  backlog_push(backlog_work::signal{c, s}, "a completion signal");
+}
+
+void device_impl::backlog_push(const backlog_item& it, const char* what) {
+  if (backlog.push(it)) return;
+  util::fail("progress", "backlog", std::to_string(backlog.size()) + " items",
+             std::string("no room for ") + what +
+                 " (past backlog_size only operations in flight add to the backlog, so this "
+                 "is a bug in Weft)");
 }
 
 void device_impl::send_control(int rank, const wire_header& h, const void* body, size_t len) {
   if (net->try_send(rank, &h, sizeof(h), body, len)) return;
-  struct msg {
-    wire_header h;
-    char body[48];
-  } m{h, {}};
+  backlog_work::control m{rank, uint32_t(len), h, {}};
   memcpy(m.body, body, len);
-  backlog.push([this, rank, m, len]() {
-    if (peer_dead(rank)) return true;
-    return net->try_send(rank, &m.h, sizeof(m.h), m.body, len);
-  });
+  backlog_push(m, "a protocol message");
+}
+
+// One item of the backlog; true when it is done with.
+bool device_impl::run_backlog_item(backlog_item& it) {
+  return std::visit([this](auto& work) { return retry_work(work); }, it);
+}
+
+bool device_impl::retry_work(backlog_work::post& p) {
+  comp_impl* c = p.args.local_comp.p;
+  status_t s;
+  try {
+    s = post(p.args);
+  } catch (const fatal_error&) {  // e.g. the peer died while it waited
+    s.error = peer_dead(p.args.rank) ? errorcode_t::error_peer_dead : errorcode_t::error;
+    s.rank = p.args.rank;
+    s.tag = p.args.tag;
+    s.buf = p.args.local_buffer;
+    s.size = p.args.size;
+    s.user_context = p.args.user_context;
+  }
+  if (s.error.is_retry()) return false;
+  if (c) c->pending.fetch_sub(1, std::memory_order_relaxed);
+  if (s.error.is_done()) s.error = errorcode_t::done_backlog;
+  if (!s.error.is_posted()) complete(c, s, false);
+  return true;
+}
+
+bool device_impl::retry_work(backlog_work::signal& g) {
+  g.comp->pending.fetch_sub(1, std::memory_order_relaxed);
+  if (signal_comp(g.comp, g.status)) return true;
+  g.comp->pending.fetch_add(1, std::memory_order_relaxed);
+  return false;
+}
+
+bool device_impl::retry_work(backlog_work::control& m) {
+  if (peer_dead(m.rank)) return true;
+  return net->try_send(m.rank, &m.header, sizeof(m.header), m.body, m.len);
+}
+
+bool device_impl::retry_work(backlog_work::rendezvous_put& r) {
+  request* q = slab.lookup(r.send_handle, req_kind::rdv_send);
+  if (!q) return true;  // failed meanwhile (dead peer)
+  void* ctx = reinterpret_cast<void*>(uintptr_t(r.send_handle));
+  return net->try_put(r.rank, q->buf, r.accept, r.raddr, {}, &r.note, sizeof(r.note), ctx);
 }
 
 void device_impl::wire_error(int rank, const std::string& what) {
@@ -114,15 +161,18 @@ void device_impl::wire_error(int rank, const std::string& what) {
 }
 
 error_t device_impl::progress() {
-  size_t n = backlog.drain();
+  const uint32_t polls = util::next_thread_poll();
+  size_t n = backlog.drain([this](backlog_item& it) { return run_backlog_item(it); });
   n += net->poll(*this, 32);
-  if (slab.in_use() || !backlog.empty()) {
+  // The periodic check, every 50 ms: looked for at every progress while operations wait,
+  // and at every 1024th of a thread otherwise (an idle loop reads no clock per call).
+  if (slab.in_use() || !backlog.empty() || (polls & 1023) == 0) {
     int64_t now = coarse_now_ns();
     int64_t due = next_peer_check_ns_.load(std::memory_order_relaxed);
     // One thread claims each check; the others go on.
     if (now >= due && next_peer_check_ns_.compare_exchange_strong(due, now + peer_check_interval_ns,
                                                                   std::memory_order_relaxed))
-      check_peers();
+      periodic_check();
   }
   if (has_fatal_wire_error_.load(std::memory_order_acquire)) {
     std::string what;
@@ -137,7 +187,9 @@ error_t device_impl::progress() {
   return n ? errorcode_t::done : errorcode_t::retry;
 }
 
-void device_impl::on_message(int rank, const void* data, size_t len) {
+// False leaves the message with the backend (back-pressure; see net::sink): nothing is
+// done before the answer is known.
+bool device_impl::on_message(int rank, const void* data, size_t len) {
   // Eager messages first, with nothing else in this frame: the rest (control messages and
   // every error report) is out of line, so the common path saves no registers for it.
   const char* p = static_cast<const char*>(data);
@@ -151,21 +203,23 @@ void device_impl::on_message(int rank, const void* data, size_t len) {
         return arrive_send(rank, h, p + sizeof(h), len - sizeof(h));
     }
   }
-  on_other_message(rank, p, len);
+  return on_other_message(rank, p, len);
 }
 
-void device_impl::on_other_message(int rank, const char* p, size_t len) {
+// Control messages are always taken: each answers an operation of ours that holds a
+// request, so they need nothing new. A ready-to-send may wait for a request.
+bool device_impl::on_other_message(int rank, const char* p, size_t len) {
   if (len < sizeof(wire_header)) {
     wire_error(rank, "truncated message of " + std::to_string(len) + " bytes (a header has " +
                          std::to_string(sizeof(wire_header)) + ")");
-    return;
+    return true;
   }
   wire_header h;
   memcpy(&h, p, sizeof(h));
   if (h.version != wire_version) {
     wire_error(rank, "wire version " + std::to_string(h.version) + ", this rank speaks " +
                          std::to_string(wire_version));
-    return;
+    return true;
   }
   const char* body = p + sizeof(h);
   const size_t blen = len - sizeof(h);
@@ -180,98 +234,103 @@ void device_impl::on_other_message(int rank, const char* p, size_t len) {
     case msg_type::eager_send: break;  // on_message's own path: not sent here
     case msg_type::rts_send:
     case msg_type::rts_am: {
-      if (!need(sizeof(rts_body))) return;
+      if (!need(sizeof(rts_body))) return true;
       rts_body b;
       memcpy(&b, body, sizeof(b));
-      arrive_rts(rank, h, b);
-      return;
+      return arrive_rts(rank, h, b);
     }
     case msg_type::cts: {
-      if (!need(sizeof(cts_body))) return;
+      if (!need(sizeof(cts_body))) return true;
       cts_body b;
       memcpy(&b, body, sizeof(b));
       request* s = slab.lookup(b.sreq, req_kind::rdv_send);
       if (!s || s->rank != rank) {
         wire_error(rank, "clear-to-send for unknown send request " + std::to_string(b.sreq));
-        return;
+        return true;
       }
       if (b.accept > s->size) {
         wire_error(rank, "clear-to-send accepts " + std::to_string(b.accept) + " bytes of a " +
                              std::to_string(s->size) + "-byte message");
-        return;
+        return true;
       }
       uint64_t sh = b.sreq, rreq = b.rreq, raddr = b.raddr;
       size_t accept = b.accept;
       void* ctx = reinterpret_cast<void*>(uintptr_t(sh));
       rendezvous_note note{uint8_t(note_type::rendezvous), {}, rreq};
-      if (!net->try_put(rank, s->buf, accept, raddr, {}, &note, sizeof(note), ctx)) {
-        backlog.push([this, rank, sh, note, raddr, accept, ctx]() {
-          request* q = slab.lookup(sh, req_kind::rdv_send);
-          if (!q) return true;  // failed meanwhile (dead peer)
-          return net->try_put(rank, q->buf, accept, raddr, {}, &note, sizeof(note), ctx);
-        });
-      }
-      return;
+      if (!net->try_put(rank, s->buf, accept, raddr, {}, &note, sizeof(note), ctx))
+        backlog_push(backlog_work::rendezvous_put{rank, sh, raddr, accept, note},
+                     "rendezvous data");
+      return true;
     }
     case msg_type::nack: {
-      if (!need(sizeof(nack_body))) return;
+      if (!need(sizeof(nack_body))) return true;
       nack_body b;
       memcpy(&b, body, sizeof(b));
       request* s = slab.lookup(b.sreq, req_kind::rdv_send);
       if (!s || s->rank != rank || b.errorcode < uint32_t(errorcode_t::error)) {
         wire_error(rank, "refusal for unknown send request " + std::to_string(b.sreq));
-        return;
+        return true;
       }
       finish_request(s, errorcode_t(b.errorcode));
-      return;
+      return true;
     }
   }
   wire_error(rank, "unknown message type " + std::to_string(h.type));
+  return true;
 }
 
 void device_impl::refuse_am(int rank, const wire_header& h, size_t size) {
-  if (!rt.rcomp(h.target))
+  const rcomp_entry* e = rt.rcomp(h.target);
+  if (!e || !e->comp)
     wire_error(rank, "active message for unknown remote completion " + std::to_string(h.target));
-  else if (size > eager_limit)
+  else
     wire_error(rank, "eager active message of " + std::to_string(size) +
                          " bytes exceeds the eager limit " + std::to_string(eager_limit));
-  else
-    wire_error(rank, "out of memory for an active message of " + std::to_string(size) + " bytes");
 }
 
-void device_impl::deliver_am(int rank, const wire_header& h, const char* data, size_t size) {
+// An active message that its completion object cannot take now (a full queue), or whose
+// buffer cannot be had, stays with the backend: the sender sees retry once its queue fills.
+bool device_impl::deliver_am(int rank, const wire_header& h, const char* data, size_t size) {
   rcomp_entry* e = rt.rcomp(h.target);
-  if (!e || size > eager_limit) return refuse_am(rank, h, size);
+  if (!e || size > eager_limit || !e->comp) {
+    refuse_am(rank, h, size);
+    return true;
+  }
   status_t s;
   s.error = errorcode_t::done;
   s.rank = rank;
   s.tag = h.tag;
   s.size = size;
-  // A small message for a completion queue waits in its entry; a full queue takes the
-  // malloc path below, whose status the backlog can hold.
-  if (size <= cq_inline_max && !e->packet_delivery && e->comp && e->comp->kind == comp_kind::cq &&
-      static_cast<cq_impl*>(e->comp)->signal_inline(s, data, size))
-    return;
+  // A small message for a completion queue waits in its entry.
+  comp_impl* c = e->comp;
+  if (size <= cq_inline_max && !e->packet_delivery && c->kind == comp_kind::cq)
+    return static_cast<cq_impl*>(c)->signal_inline(s, data, size);
   void* buf = nullptr;
-  if (e->packet_delivery && size <= pool->packet_size()) buf = pool->get();
+  const bool packet = e->packet_delivery && size <= pool->packet_size();
+  if (packet) buf = pool->get();
   if (!buf) buf = std::malloc(size ? size : 1);
-  if (!buf) return refuse_am(rank, h, size);
+  if (!buf) return false;
   util::small_copy(buf, data, size);
   s.buf = buf;
-  complete(e->comp, s, false);
+  if (signal_comp(c, s)) return true;
+  if (packet && pool->owns(buf))
+    pool->put(buf);
+  else
+    std::free(buf);
+  return false;
 }
 
-void device_impl::arrive_send(int rank, const wire_header& h, const char* data, size_t size) {
+bool device_impl::arrive_send(int rank, const wire_header& h, const char* data, size_t size) {
   matching_engine_impl* e = rt.engine(h.target);
   if (!e || h.policy > uint8_t(matching_policy_t::rank_tag)) {
     wire_error(rank, "send for unknown matching engine " + std::to_string(h.target) +
                          " or policy " + std::to_string(h.policy));
-    return;
+    return true;
   }
   if (size > eager_limit) {
     wire_error(rank, "eager send of " + std::to_string(size) + " bytes exceeds the eager limit " +
                          std::to_string(eager_limit));
-    return;
+    return true;
   }
   const auto policy = matching_policy_t(h.policy);
   const uint64_t key = e->make_key(rank, h.tag, policy);
@@ -290,13 +349,12 @@ void device_impl::arrive_send(int rank, const wire_header& h, const char* data, 
     bool counted = r->counted;
     r->dev->slab.free(r);
     complete(c, s, counted);
-    return;
+    return true;
   }
+  // Unexpected: kept in a request and a buffer, or, when neither can be had, left with
+  // the backend until a receive frees a request.
   request* u = slab.alloc(this);
-  if (!u) {
-    wire_error(rank, "no request left to hold an unexpected send (WEFT_MAX_REQUESTS)");
-    return;
-  }
+  if (!u) return false;
   u->key = key;
   u->policy = pol;
   u->type = entry_type::send;
@@ -312,15 +370,22 @@ void device_impl::arrive_send(int rank, const wire_header& h, const char* data, 
   }
   if (!u->buf) {
     slab.free(u);
-    wire_error(rank, "out of memory for an unexpected send of " + std::to_string(size) + " bytes");
-    return;
+    return false;
   }
   if (size) memcpy(u->buf, data, size);
   u->publish(req_kind::unexpected_eager);
-  if (auto* r = static_cast<request*>(e->insert(u))) r->dev->match_arrived(r, u, nullptr);
+  if (auto* r = static_cast<request*>(e->insert(u))) r->dev->match_posted(r, u);
+  return true;
 }
 
-void device_impl::arrive_rts(int rank, const wire_header& h, const rts_body& b) {
+// A send met a receive posted earlier (found by the matching engine's insert).
+void device_impl::match_posted(request* r, request* u) {
+  recv_side recv{r->buf, r->size, r->comp, r->user_context, r->counted};
+  r->dev->slab.free(r);
+  match_arrived(recv, u, nullptr);
+}
+
+bool device_impl::arrive_rts(int rank, const wire_header& h, const rts_body& b) {
   auto refuse = [&](errorcode_t code, const std::string& why) {
     wire_error(rank, why);
     wire_header n{};
@@ -332,22 +397,25 @@ void device_impl::arrive_rts(int rank, const wire_header& h, const rts_body& b) 
   if (b.size > max_msg_size) {
     refuse(errorcode_t::error,
            "rendezvous of " + std::to_string(b.size) + " bytes is over the limit");
-    return;
+    return true;
   }
+  // No request left: the ready-to-send waits with the backend until one is free.
   if (msg_type(h.type) == msg_type::rts_am) {
     rcomp_entry* e = rt.rcomp(h.target);
     if (!e) {
       refuse(errorcode_t::error,
              "active message for unknown remote completion " + std::to_string(h.target));
-      return;
+      return true;
     }
-    void* buf = std::malloc(b.size);
-    request* r = buf ? slab.alloc(this) : nullptr;
-    if (!r) {
-      std::free(buf);
+    request* r = slab.alloc(this);
+    if (!r) return false;
+    // The buffer can be any size: when it cannot be had, the sender learns at once.
+    void* buf = std::malloc(b.size ? b.size : 1);
+    if (!buf) {
+      slab.free(r);
       refuse(errorcode_t::error_nomem, "cannot take a rendezvous active message of " +
                                            std::to_string(b.size) + " bytes (out of memory)");
-      return;
+      return true;
     }
     r->is_am = true;
     r->rank = rank;
@@ -365,19 +433,16 @@ void device_impl::arrive_rts(int rank, const wire_header& h, const rts_body& b) 
     cts_body cb{b.sreq, slab.handle(r), reinterpret_cast<uint64_t>(buf), b.size};
     r->publish(req_kind::rdv_recv);  // last touch before the clear-to-send goes out
     send_control(rank, c, &cb, sizeof(cb));
-    return;
+    return true;
   }
   matching_engine_impl* e = rt.engine(h.target);
   if (!e || h.policy > uint8_t(matching_policy_t::rank_tag)) {
     refuse(errorcode_t::error, "send for unknown matching engine " + std::to_string(h.target));
-    return;
+    return true;
   }
   const auto policy = matching_policy_t(h.policy);
   request* u = slab.alloc(this);
-  if (!u) {
-    refuse(errorcode_t::error_nomem, "no request left for a rendezvous send (WEFT_MAX_REQUESTS)");
-    return;
-  }
+  if (!u) return false;
   u->key = e->make_key(rank, h.tag, policy);
   u->policy = e->stored_policy(policy);
   u->type = entry_type::send;
@@ -387,7 +452,8 @@ void device_impl::arrive_rts(int rank, const wire_header& h, const rts_body& b) 
   u->peer_req = b.sreq;
   u->counted = false;
   u->publish(req_kind::unexpected_rts);
-  if (auto* r = static_cast<request*>(e->insert(u))) r->dev->match_arrived(r, u, nullptr);
+  if (auto* r = static_cast<request*>(e->insert(u))) r->dev->match_posted(r, u);
+  return true;
 }
 
 void device_impl::on_put_local_done(void* ctx, bool ok) {
@@ -404,7 +470,9 @@ void device_impl::on_get_done(void* ctx, bool ok) {
     finish_request(r, ok ? errorcode_t::done : errorcode_t::error_region);
 }
 
-void device_impl::on_remote_notify(int rank, const void* data, size_t len) {
+// A user put's or get's notification for a completion object that cannot take it now
+// stays with the backend, as an active message does.
+bool device_impl::on_remote_notify(int rank, const void* data, size_t len) {
   const uint8_t type = len ? *static_cast<const uint8_t*>(data) : 0;
   if (type == uint8_t(note_type::rendezvous) && len == sizeof(rendezvous_note)) {
     rendezvous_note n;
@@ -412,10 +480,10 @@ void device_impl::on_remote_notify(int rank, const void* data, size_t len) {
     request* r = slab.lookup(n.rreq, req_kind::rdv_recv);
     if (!r || r->rank != rank) {
       wire_error(rank, "data for unknown receive request " + std::to_string(n.rreq));
-      return;
+      return true;
     }
     finish_request(r, r->msg_size > r->size ? errorcode_t::error_truncated : errorcode_t::done);
-    return;
+    return true;
   }
   if ((type == uint8_t(note_type::put) || type == uint8_t(note_type::get)) &&
       len == sizeof(rma_note)) {
@@ -426,7 +494,7 @@ void device_impl::on_remote_notify(int rank, const void* data, size_t len) {
       wire_error(rank, std::string(type == uint8_t(note_type::put) ? "put" : "get") +
                            " notification for unknown remote completion " +
                            std::to_string(n.rcomp));
-      return;
+      return true;
     }
     status_t s;
     s.error = errorcode_t::done;
@@ -434,11 +502,11 @@ void device_impl::on_remote_notify(int rank, const void* data, size_t len) {
     s.tag = n.tag;
     s.buf = reinterpret_cast<void*>(n.addr);
     s.size = n.size;
-    complete(e->comp, s, false);
-    return;
+    return !e->comp || signal_comp(e->comp, s);
   }
   wire_error(rank, "malformed notification of type " + std::to_string(type) + " and length " +
                        std::to_string(len));
+  return true;
 }
 
 void device_impl::finish_request(request* q, errorcode_t code) {
@@ -455,17 +523,30 @@ void device_impl::finish_request(request* q, errorcode_t code) {
   complete(c, st, counted);
 }
 
+// Peers that died (or, on the network, were silent too long or expelled this rank), what a
+// dead peer left half done in the backend, and the launcher.
+void device_impl::periodic_check() {
+  // Peers are checked while something waits on them, or when the backend has news: an idle
+  // device would otherwise warn about every peer that finished before it.
+  if (slab.in_use() || !backlog.empty() || net->peers_changed()) check_peers();
+  net->repair();
+  if (!rt.boot->launcher_alive())
+    util::fail("progress", "launcher", rt.boot->name(),
+               "the launcher has died (its connection to this rank closed): this rank is an "
+               "orphan and cannot finish; exit");
+}
+
 void device_impl::check_peers() {
-  bool drained = false;
   for (int r = 0; r < rt.size(); ++r) {
     if (r == rt.rank() || peer_dead(r)) continue;
     if (net->peer_alive(r)) continue;
-    // What the peer sent before it died is still in our queue: deliver it first, so only
-    // operations that can no longer complete fail. Bounded, since transfers from the dead
-    // peer count as activity but never finish.
-    for (int i = 0; !drained && i < 64 && net->poll(*this, 1024) > 0; ++i) {
+    // What the peer sent before it was seen gone is in our queues now: deliver it first,
+    // so only operations that can no longer complete fail. Again for every peer found
+    // gone, since one that exits while this scan runs has its last messages queued only
+    // after an earlier drain (64 ranks leaving a barrier at once failed that way). Bounded,
+    // since transfers with the dead peer count as activity but never finish.
+    for (int i = 0; i < 256 && net->poll(*this, 1024) > 0; ++i) {
     }
-    drained = true;
     if (!peer_dead(r)) fail_peer(r);
   }
 }

@@ -58,6 +58,7 @@ runtime_impl::runtime_impl(const runtime_args& a, bool global)
   attr.cq_depth = pick(a.cq_depth, "WEFT_CQ_DEPTH", 65536);
   attr.inbox_depth = pick(a.inbox_depth, "WEFT_INBOX_DEPTH", 256);
   attr.max_requests = pick(a.max_requests, "WEFT_MAX_REQUESTS", 65536);
+  attr.backlog_size = pick(a.backlog_size, "WEFT_BACKLOG_SIZE", 4096);
   attr.wire_errors_fatal = a.wire_errors_fatal >= 0
                                ? a.wire_errors_fatal != 0
                                : util::env_bool("WEFT_WIRE_ERRORS_FATAL", false);
@@ -68,6 +69,9 @@ runtime_impl::runtime_impl(const runtime_args& a, bool global)
   if (attr.npackets < 1) util::fail("g_runtime_init", "npackets", "0", "must be at least 1");
   if (attr.max_requests < 16 || attr.max_requests > (size_t(1) << 30))
     util::fail("g_runtime_init", "max_requests", std::to_string(attr.max_requests),
+               "must be 16 .. 2^30");
+  if (attr.backlog_size < 16 || attr.backlog_size > (size_t(1) << 30))
+    util::fail("g_runtime_init", "backlog_size", std::to_string(attr.backlog_size),
                "must be 16 .. 2^30");
   if (attr.inbox_depth < 2 || attr.inbox_depth > (size_t(1) << 20))
     util::fail("g_runtime_init", "inbox_depth", std::to_string(attr.inbox_depth),

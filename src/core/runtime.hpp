@@ -29,6 +29,7 @@ struct runtime_attr {
   size_t cq_depth;
   size_t inbox_depth;
   size_t max_requests;
+  size_t backlog_size;
   bool wire_errors_fatal;
 };
 

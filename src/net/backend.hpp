@@ -16,11 +16,19 @@ class bootstrap;
 namespace weft::net {
 
 // Receives what a device's poll found. Called on the polling thread.
+//
+// Back-pressure: on_message and on_remote_notify return false when the sink cannot take
+// the message now (no request left for an unexpected message, a full completion queue, no
+// memory), having done nothing. The backend then keeps it where it is (a shared-memory
+// cell stays claimed, a network receive buffer is not reposted, a UCP descriptor is kept),
+// offers it again on later polls before anything that arrived after it on the same path,
+// and stops taking more once what it keeps reaches its own bound; so the sender's queue
+// fills and the sender sees retry. Nothing is dropped.
 class sink {
  public:
   virtual ~sink() = default;
-  // A message from `rank`; `data` is valid only during the call.
-  virtual void on_message(int rank, const void* data, size_t len) = 0;
+  // A message from `rank`; `data` is valid only during the call. False: not taken.
+  virtual bool on_message(int rank, const void* data, size_t len) = 0;
   // A put's source buffer may be reused (`ctx` as given to try_put). `ok` false: the
   // target refused the access (region deregistered or access outside it); nothing written.
   virtual void on_put_local_done(void* ctx, bool ok) = 0;
@@ -28,8 +36,8 @@ class sink {
   virtual void on_get_done(void* ctx, bool ok) = 0;
   // The notification of a put from `rank` (its data is visible in this process's memory),
   // or of a get by `rank` (its data has been read from this process's memory). `note` is
-  // the blob the initiator passed, valid only during the call.
-  virtual void on_remote_notify(int rank, const void* note, size_t len) = 0;
+  // the blob the initiator passed, valid only during the call. False: not taken.
+  virtual bool on_remote_notify(int rank, const void* note, size_t len) = 0;
 };
 
 // A local registration. Backends that need none (shm) fill base and size only.
@@ -105,6 +113,14 @@ class device {
   // Drops every transfer in flight with a dead peer; when it returns, no thread touches
   // the local buffers of those transfers again.
   virtual void forget_peer(int rank) = 0;
+  // Called by the core's periodic check (every 50 ms or so, one thread): repairs what a
+  // dead peer left half done (shm: an inbox cell it claimed and never published). Returns
+  // how many things it repaired.
+  virtual size_t repair() { return 0; }
+  // True (once) when the backend took a peer for dead by itself since the last call (ofi:
+  // silent, expelled, or a failed send), so that the core fails what waits on it even
+  // while nothing is pending.
+  virtual bool peers_changed() { return false; }
 };
 
 class context {

@@ -33,10 +33,15 @@ class spinlock {
   std::atomic<bool> locked_{false};
 };
 
+// Tag for a lock_guard that takes over a lock already held (after a successful try_lock).
+struct adopt_lock_t {};
+inline constexpr adopt_lock_t adopt_lock{};
+
 template <typename Lock>
 class lock_guard {
  public:
   explicit lock_guard(Lock& l) : l_(l) { l_.lock(); }
+  lock_guard(Lock& l, adopt_lock_t) : l_(l) {}
   ~lock_guard() { l_.unlock(); }
   lock_guard(const lock_guard&) = delete;
   lock_guard& operator=(const lock_guard&) = delete;

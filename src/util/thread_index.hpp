@@ -23,7 +23,8 @@ inline size_t thread_index() {
   return i ? i - 1 : assign_thread_index();
 }
 
-// Counts the calls from this thread; for spreading occasional work without shared state.
+// Counts this thread's calls to progress (advanced by the core's progress, read by the
+// backends); for spreading occasional work without shared state.
 inline uint32_t next_thread_poll() {
   return ++this_thread_slot.polls;
 }

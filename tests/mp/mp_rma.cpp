@@ -145,7 +145,7 @@ int scenario_rma() {
 struct recording_sink final : weft::net::sink {
   int put_done = 0, get_done = 0;
   bool put_ok = true, get_ok = true;
-  void on_message(int, const void*, size_t) override {}
+  bool on_message(int, const void*, size_t) override { return true; }
   void on_put_local_done(void*, bool ok) override {
     ++put_done;
     put_ok = ok;
@@ -154,7 +154,7 @@ struct recording_sink final : weft::net::sink {
     ++get_done;
     get_ok = ok;
   }
-  void on_remote_notify(int, const void*, size_t) override {}
+  bool on_remote_notify(int, const void*, size_t) override { return true; }
 };
 
 // Bad handles: refused at the caller with a message, and refused by the backend itself

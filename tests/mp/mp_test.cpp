@@ -706,9 +706,14 @@ int scenario_peer_death() {
   CHECK_EQ(verify(in.data(), in.size(), size_t(other)), SIZE_MAX);
   weft::free_comp(&s2);
   weft::free_comp(&sync);
-  int rc = finish("peer_death");
-  fflush(stdout);
-  _exit(rc);  // the dead rank cannot join a barrier or finalize
+  finish_and_exit("peer_death");  // the dead rank cannot join a barrier or finalize
+}
+
+// Init, one barrier, finalize: many ranks leave together, and none may take a peer that
+// finished for one that died before its last message was delivered.
+int scenario_leave() {
+  weft::barrier();
+  return finish("leave");
 }
 
 // Rank 1 hangs until weftrun's timeout or is killed by the test driver.
@@ -753,7 +758,15 @@ int main(int argc, char** argv) {
       {"rma_notes", scenario_rma_notes},
       {"rma_big", scenario_rma_big},
       {"graph", scenario_graph},
-      {"lists", scenario_lists}};
+      {"lists", scenario_lists},
+      {"leave", scenario_leave},
+      {"hole", scenario_hole},
+      {"quiet_peer", scenario_quiet_peer},
+      {"expel", scenario_expel},
+      {"exit_on_death", scenario_exit_on_death},
+      {"idle", scenario_idle},
+      {"burst_send", [] { return scenario_burst(false); }},
+      {"burst_am", [] { return scenario_burst(true); }}};
   auto it = table.find(s);
   if (it == table.end()) {
     fprintf(stderr, "mp_test: unknown scenario %s\n", s.c_str());
@@ -761,11 +774,13 @@ int main(int argc, char** argv) {
   }
   try {
     weft::g_runtime_init();
+    g_rank = weft::get_rank_me();
     int rc = it->second();
     if (s != "errors" && s != "rma_farewell" && s != "last_words") {  // these finalize themselves
       weft::barrier();
       weft::g_runtime_fina();
     }
+    report(s.c_str(), rc);
     return rc;
   } catch (const weft::fatal_error& e) {
     fprintf(stderr, "rank %d: unexpected weft::fatal_error: %s\n", rank(), e.what());

@@ -13,8 +13,7 @@ run3() {  # expected passes, env..., program args...
   local want=$1; shift
   timeout 120 env "$@" >"$out" 2>&1
   local rc=$?
-  local got; got=$(grep -c "checks passed" "$out")
-  if [ $rc -ne 0 ] || [ "$got" -ne "$want" ]; then cat "$out"; return 1; fi
+  if [ $rc -ne 0 ] || ! each_rank_passed "$want"; then cat "$out"; return 1; fi
 }
 
 for v in 1 2; do

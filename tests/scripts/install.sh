@@ -20,19 +20,29 @@ pass "installed tree complete, internals hidden"
 
 cmake -S "$src/tests/install" -B "$work/cm" -DCMAKE_PREFIX_PATH="$prefix" >"$work/cm.log" 2>&1 || { cat "$work/cm.log"; fail "find_package(weft)"; }
 cmake --build "$work/cm" >"$work/cmb.log" 2>&1 || { cat "$work/cmb.log"; fail "build with find_package"; }
-LD_LIBRARY_PATH="$prefix/lib" "$work/cm/consumer" | grep -q "message ok" || fail "CMake consumer (shared)"
-"$work/cm/consumer_static" | grep -q "message ok" || fail "CMake consumer (static)"
+# Each run's exit status is checked, then its output (a pipe into grep would hide the first).
+runs() {  # what, expected count of "message ok", command...
+  local what=$1 count=$2 rc got
+  shift 2
+  "$@" >"$work/run.log" 2>&1; rc=$?
+  [ $rc -eq 0 ] || { cat "$work/run.log"; fail "$what: exit status $rc"; }
+  got=$(grep -c "message ok" "$work/run.log")
+  [ "$got" -eq "$count" ] || { cat "$work/run.log"; fail "$what: 'message ok' $got times, expected $count"; }
+}
+runs "CMake consumer (shared)" 1 env LD_LIBRARY_PATH="$prefix/lib" "$work/cm/consumer"
+runs "CMake consumer (static)" 1 "$work/cm/consumer_static"
 pass "find_package(weft) consumer builds and runs, shared and static"
 
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
 c++ -o "$work/pc" "$src/tests/install/consumer.cpp" $(pkg-config --cflags --libs weft) 2>"$work/pc.log" || { cat "$work/pc.log"; fail "pkg-config build"; }
-LD_LIBRARY_PATH="$prefix/lib" "$work/pc" | grep -q "message ok" || fail "pkg-config consumer"
-"$prefix/bin/weftrun" -n 2 env LD_LIBRARY_PATH="$prefix/lib" "$work/pc" | grep -c "message ok" | grep -q 2 || fail "installed weftrun"
+runs "pkg-config consumer" 1 env LD_LIBRARY_PATH="$prefix/lib" "$work/pc"
+runs "installed weftrun" 2 "$prefix/bin/weftrun" -n 2 env LD_LIBRARY_PATH="$prefix/lib" "$work/pc"
 pass "pkg-config consumer builds with a plain compiler call and runs under the installed weftrun"
 
 # A C99 program against the installed C API (pkg-config weft-c), with the C compiler alone.
 cc -std=c99 -pedantic -Wall -Wextra -Werror -D_POSIX_C_SOURCE=200809L -o "$work/c_dht" "$src/examples/c_dht.c" \
   $(pkg-config --cflags --libs weft-c) 2>"$work/cc.log" || { cat "$work/cc.log"; fail "C99 build against weft.h"; }
-"$prefix/bin/weftrun" -n 2 env LD_LIBRARY_PATH="$prefix/lib" "$work/c_dht" 100 >"$work/dht.log" 2>&1
-grep -c "100 correct" "$work/dht.log" | grep -q 2 || { cat "$work/dht.log"; fail "C consumer"; }
+"$prefix/bin/weftrun" -n 2 env LD_LIBRARY_PATH="$prefix/lib" "$work/c_dht" 100 >"$work/dht.log" 2>&1; rc=$?
+[ $rc -eq 0 ] || { cat "$work/dht.log"; fail "C consumer: exit status $rc"; }
+[ "$(grep -c "100 correct" "$work/dht.log")" -eq 2 ] || { cat "$work/dht.log"; fail "C consumer"; }
 pass "a C99 program builds with cc against the installed weft.h and runs"

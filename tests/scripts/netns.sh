@@ -37,8 +37,7 @@ job() {  # hosts, nranks, expected passes, env assignments..., -- program args..
   timeout 120 env FI_TCP_IFACE=eth0 UCX_NET_DEVICES=eth0 UCX_TLS=tcp "${envs[@]}" \
     $(hydra_cmd "$hosts" "$n") "$@" >"$out" 2>&1 </dev/null
   local rc=$?
-  local got; got=$(grep -c "checks passed" "$out")
-  if [ $rc -ne 0 ] || [ "$got" -ne "$want" ]; then cat "$out"; return 1; fi
+  if [ $rc -ne 0 ] || ! each_rank_passed "$want"; then cat "$out"; return 1; fi
 }
 
 job "$hosts3" 3 3 WEFT_BACKEND=ofi WEFT_OFI_PROVIDER="tcp;ofi_rxm" WEFT_LOG_LEVEL=info -- "$mp" matrix ||

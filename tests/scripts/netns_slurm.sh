@@ -25,7 +25,7 @@ job() {  # plugin, nranks, env assignments..., -- program args...
     env FI_TCP_IFACE=eth0 UCX_NET_DEVICES=eth0 UCX_TLS=tcp "${envs[@]}" "$@" >"$out" 2>&1 </dev/null
   local rc=$?
   [ -n "${NETNS_VERBOSE:-}" ] && echo "srun --mpi=$plugin -n $n ${envs[*]} $*: $((SECONDS - t0)) s"
-  if [ $rc -ne 0 ] || [ "$(grep -c "checks passed" "$out")" -ne "$n" ]; then cat "$out"; return 1; fi
+  if [ $rc -ne 0 ] || ! each_rank_passed "$n"; then cat "$out"; return 1; fi
 }
 
 # The whole set under pmi2; pmix (the same hosts, another bootstrap) runs the first two.

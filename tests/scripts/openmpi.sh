@@ -11,10 +11,10 @@ out=$(mktemp); trap 'rm -f "$out"' EXIT
 mpirun=(mpirun.openmpi --allow-run-as-root --oversubscribe --bind-to none)
 
 for s in matrix order barrier runtimes rma graph lists; do
-  timeout 120 "${mpirun[@]}" -n 3 "$mp" $s >"$out" 2>&1 && [ "$(grep -c 'checks passed' "$out")" -eq 3 ] ||
+  timeout 120 "${mpirun[@]}" -n 3 "$mp" $s >"$out" 2>&1 && each_rank_passed 3 ||
     { cat "$out"; fail "PMIx: $s on 3 ranks"; }
 done
-timeout 120 "${mpirun[@]}" -n 3 "$build/tests/c_api_test" >"$out" 2>&1 && [ "$(grep -c 'checks passed' "$out")" -eq 3 ] ||
+timeout 120 "${mpirun[@]}" -n 3 "$build/tests/c_api_test" >"$out" 2>&1 && each_rank_passed 3 ||
   { cat "$out"; fail "PMIx: C API test"; }
 pass "PMIx under mpirun: matrix, order, barrier, runtimes, rma, graph, lists and the C API on 3 ranks"
 

@@ -69,6 +69,34 @@ grep -q "^\[0\] rank 0: peer_death: all" "$out" && grep -q "^\[2\] rank 2: peer_
 [ $rc -eq 137 ] || fail "keep-going: rc $rc, expected 137 from the killed rank"
 pass "survivors get error_peer_dead and finish"
 
+# 7b. Survivors that exit with 42 once they see a rank killed: weftrun reports the killed
+# rank (137), the first failure in time, every time.
+for i in 1 2 3; do
+  "$weftrun" -n 3 --keep-going --timeout 60 --tag-output "$mp" exit_on_death >"$out" 2>&1; rc=$?
+  [ $rc -eq 137 ] || { cat "$out"; fail "exit_on_death run $i: rc $rc, expected 137 from the killed rank"; }
+done
+pass "the killed rank's status (137) wins over the survivors' own (42), 3 runs of 3"
+
+# 7c. weftrun itself killed (SIGKILL): ranks that progress notice and end with an error
+# saying so, and the next weftrun removes the job's directory.
+"$weftrun" -v -n 2 --timeout 60 "$mp" idle >"$out" 2>&1 &
+wpid=$!
+for _ in $(seq 100); do [ "$(pgrep -c -f "$mp idle")" -ge 2 ] && break; sleep 0.05; done
+sleep 0.5
+job_dir=$(ls -d /tmp/weftrun-* 2>/dev/null | while read -r d; do
+  grep -q "^weftrun $wpid\$" "$d/record" 2>/dev/null && echo "$d"; done)
+[ -n "$job_dir" ] || fail "orphans: no record of weftrun $wpid in /tmp/weftrun-*"
+kill -KILL $wpid
+wait $wpid 2>/dev/null
+for _ in $(seq 100); do pgrep -f "$mp idle" >/dev/null || break; sleep 0.1; done
+pgrep -f "$mp idle" >/dev/null && { pkill -KILL -f "$mp idle"; fail "ranks kept running after weftrun was killed"; }
+[ "$(grep -c "the launcher has died" "$out")" -eq 2 ] || { cat "$out"; fail "orphans: each rank must say the launcher died"; }
+[ -d "$job_dir" ] || fail "orphans: $job_dir vanished before the next weftrun"
+"$weftrun" -n 1 true >"$out" 2>&1 || { cat "$out"; fail "the weftrun after the killed one failed"; }
+grep -q "removed $job_dir, left by job [0-9a-f]* whose weftrun (pid $wpid) was killed" "$out" || { cat "$out"; fail "stale job directory not reported"; }
+[ -d "$job_dir" ] && fail "$job_dir left behind"
+pass "ranks of a killed weftrun end with an error; the next weftrun removes $job_dir"
+
 # Only this script's jobs are checked: tests running beside it have segments of their own
 # for the milliseconds between creating and unlinking them.
 [ "$(echo $jobs | wc -w)" -eq 2 ] || fail "job ids not found in weftrun -v output: '$jobs'"

@@ -154,9 +154,9 @@ TEST_F(Api, SmallActiveMessagesGetAMallocdBufferWhenPopped) {
   weft::free_comp(&cq);
 }
 
-// A completion queue with room for two: the other small messages wait in the backlog, with
+// A completion queue with room for two: the other small messages wait in the inbox, with
 // their payloads, until the queue has room, and nothing is lost or reordered.
-TEST_F(Api, SmallActiveMessagesIntoAFullQueueWaitInTheBacklog) {
+TEST_F(Api, SmallActiveMessagesIntoAFullQueueWaitInTheInbox) {
   weft::comp_t cq = weft::alloc_cq_x().depth(2)();
   weft::rcomp_t rc = weft::register_rcomp(cq);
   for (uint64_t v = 0; v < 6; ++v) {
@@ -219,6 +219,83 @@ TEST_F(Api, DisallowedRetryGoesToTheBacklog) {
   weft::free_comp(&cq);
   weft::free_comp(&sq);
   weft::free_device(&d);
+}
+
+// The backlog's bound: with backlog_size 16, posts that refuse retry queue up to 16 items,
+// then get retry_backlog; everything queued goes out, once each, when progress drains it.
+TEST_F(Api, TheBacklogIsBoundedByBacklogSize) {
+  weft::runtime_t rt = weft::alloc_runtime_x().backlog_size(16).inbox_depth(2)();
+  EXPECT_EQ(rt.get_attr_backlog_size(), 16u);
+  weft::device_t d = weft::alloc_device_x().runtime(rt)();
+  weft::comp_t cq = weft::alloc_cq_x().runtime(rt)();
+  weft::rcomp_t rc = weft::register_rcomp_x(cq).runtime(rt)();
+  std::vector<uint64_t> v(64);
+  size_t sent = 0, queued = 0;
+  weft::status_t s;
+  for (;; ++sent) {  // no progress: the inbox fills, then the backlog
+    v[sent] = sent;
+    s = weft::post_am_x(0, &v[sent], 8, weft::comp_t{}, rc).device(d).allow_retry(false)();
+    if (!s.error.is_done() && !s.error.is_posted()) break;
+    if (s.error.is_posted()) ++queued;
+  }
+  EXPECT_EQ(int(s.error.errorcode), int(weft::errorcode_t::retry_backlog));
+  EXPECT_EQ(queued, 16u);
+  EXPECT_STREQ(weft::get_errorcode_str(s.error.errorcode),
+               "retry (the device's backlog is at backlog_size)");
+  std::vector<int> seen(sent, 0);
+  size_t got = 0;
+  for (int i = 0; i < 10000 && got < sent; ++i) {
+    weft::progress_x().device(d)();
+    for (weft::status_t r = weft::cq_pop(cq); r.error.is_done(); r = weft::cq_pop(cq)) {
+      uint64_t value;
+      memcpy(&value, r.buf, 8);
+      std::free(r.buf);
+      ASSERT_LT(value, sent);
+      ++seen[value];
+      ++got;
+    }
+  }
+  EXPECT_EQ(got, sent);
+  for (size_t i = 0; i < sent; ++i) EXPECT_EQ(seen[i], 1) << "message " << i;
+  weft::free_comp(&cq);
+  weft::free_device(&d);
+  weft::free_runtime(&rt);
+}
+
+// With the request table full of unexpected messages, a receive for one of them, posted or
+// tried, still succeeds: it needs no request of its own.
+TEST_F(Api, AReceiveForAnArrivedMessageSucceedsWithTheTableFull) {
+  weft::runtime_t rt = weft::alloc_runtime_x().max_requests(16)();
+  weft::device_t d = weft::alloc_device_x().runtime(rt)();
+  std::vector<uint64_t> out(24), in(24);
+  size_t sent = 0;
+  for (; sent < out.size(); ++sent) {  // 16 unexpected, the rest wait in the inbox
+    out[sent] = 1000 + sent;
+    weft::status_t s = weft::post_send_x(0, &out[sent], 8, weft::tag_t(sent), weft::comp_t{})
+                           .device(d)
+                           .runtime(rt)();
+    ASSERT_TRUE(s.error.is_done());
+  }
+  for (int i = 0; i < 100; ++i) weft::progress_x().device(d)();
+  weft::comp_t sync = weft::alloc_sync_x().runtime(rt)();
+  for (size_t t = 0; t < sent; ++t) {
+    weft::status_t s;
+    for (int i = 0; i < 1000; ++i) {
+      s = t % 2 ? weft::post_recv_x(0, &in[t], 8, weft::tag_t(t), sync).device(d).runtime(rt)()
+                : weft::post_recv_x(0, &in[t], 8, weft::tag_t(t), sync)
+                      .device(d)
+                      .runtime(rt)
+                      .allow_posted(false)();
+      if (!s.error.is_retry()) break;
+      weft::progress_x().device(d)();
+    }
+    if (s.error.is_posted()) weft::sync_wait_x(sync, &s).device(d)();
+    EXPECT_TRUE(s.error.is_done()) << "tag " << t << ": " << s.error.get_str();
+    EXPECT_EQ(in[t], 1000 + t);
+  }
+  weft::free_comp(&sync);
+  weft::free_device(&d);
+  weft::free_runtime(&rt);
 }
 
 TEST_F(Api, AllowDoneFalseSignalsInstead) {

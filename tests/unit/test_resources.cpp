@@ -226,22 +226,48 @@ TEST(PacketPool, EmptyPoolReturnsNull) {
   pool.put(c);
 }
 
+// An item that succeeds on its third try; the tries are counted per item.
+struct tried_item {
+  int id;
+};
+
 TEST(BacklogQueue, ItemsRetryUntilTheySucceedFromManyThreads) {
-  backlog_queue q;
+  backlog_queue<tried_item> q(size_t(kThreads) * 500);
+  std::vector<std::atomic<int>> tries(size_t(kThreads) * 500);
   std::atomic<int> done{0};
-  run_threads(kThreads, [&](int) {
+  auto run = [&](tried_item& it) {
+    if (tries[size_t(it.id)].fetch_add(1) + 1 < 3) return false;
+    done.fetch_add(1);
+    return true;
+  };
+  run_threads(kThreads, [&](int t) {
     for (int i = 0; i < 500; ++i) {
-      auto tries = std::make_shared<int>(0);
-      q.push([tries, &done] {
-        if (++*tries < 3) return false;
-        done.fetch_add(1);
-        return true;
-      });
-      q.drain();
+      ASSERT_TRUE(q.push(tried_item{t * 500 + i}));
+      q.drain(run);
     }
   });
-  while (!q.empty()) q.drain();
+  while (!q.empty()) q.drain(run);
   EXPECT_EQ(done.load(), kThreads * 500);
+  for (auto& t : tries) EXPECT_EQ(t.load(), 3);
+}
+
+TEST(BacklogQueue, RefusesPastItsHardCapacityAndKeepsOrder) {
+  backlog_queue<tried_item> q(40);
+  for (int i = 0; i < 40; ++i) ASSERT_TRUE(q.push(tried_item{i}));
+  EXPECT_FALSE(q.push(tried_item{40}));
+  EXPECT_EQ(q.size(), 40u);
+  // The item being tried keeps its place in the count: a push meanwhile finds no room.
+  std::vector<int> order;
+  q.drain([&](tried_item& it) {
+    if (order.empty()) {
+      EXPECT_FALSE(q.push(tried_item{99}));
+    }
+    order.push_back(it.id);
+    return it.id % 2 == 0;
+  });
+  ASSERT_GE(order.size(), 32u);
+  for (size_t i = 0; i < order.size(); ++i) EXPECT_EQ(order[i], int(i));
+  EXPECT_EQ(q.size(), 40u - (order.size() + 1) / 2);
 }
 
 TEST(IndexStack, ConcurrentPopPushKeepsEveryIndexUnique) {

@@ -1,6 +1,7 @@
 // weftrun -n N [options] program [args]: starts N ranks of a Weft program on this host.
-// See docs/launching.md. Exit status: the first non-zero exit status of a rank (128+signal
-// for a rank killed by a signal), 124 on --timeout, 2 on a usage error.
+// See docs/launching.md. Exit status: the status of the first rank to fail (its exit code,
+// or 128+signal for a rank killed by a signal; of ranks that ended together, one killed by
+// a signal), 124 on --timeout, 2 on a usage error.
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -10,6 +11,7 @@
 #include <sys/random.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -168,6 +170,55 @@ int remove_job_segments(const std::string& job, const std::vector<pid_t>& pids) 
   return removed;
 }
 
+// The record a job keeps in its private directory, so that a later weftrun can clean up
+// after one that was killed (SIGKILL leaves the directory, its socket, and the segments of
+// ranks that died before unlinking them): "weftrun <pid>", "job <id>", then "rank <pid>"
+// for each rank started.
+void write_record(const std::string& dir, const std::string& line) {
+  FILE* f = fopen((dir + "/record").c_str(), "a");
+  if (!f) return;
+  fprintf(f, "%s\n", line.c_str());
+  fclose(f);
+}
+
+// Removes what earlier jobs of this user left in /tmp when their weftrun died: a
+// directory whose recorded weftrun no longer runs. Returns how many it removed.
+int remove_stale_jobs() {
+  int removed = 0;
+  DIR* d = opendir("/tmp");
+  if (!d) return 0;
+  while (dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (!name.starts_with("weftrun-")) continue;
+    const std::string dir = "/tmp/" + name;
+    struct stat st {};
+    if (lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid()) continue;
+    FILE* f = fopen((dir + "/record").c_str(), "r");
+    if (!f) continue;  // not ours, or not yet written
+    char key[16], value[64];
+    pid_t launcher = 0;
+    std::string job;
+    std::vector<pid_t> pids;
+    while (fscanf(f, "%15s %63s", key, value) == 2) {
+      if (!strcmp(key, "weftrun")) launcher = pid_t(atoi(value));
+      if (!strcmp(key, "job")) job = value;
+      if (!strcmp(key, "rank")) pids.push_back(pid_t(atoi(value)));
+    }
+    fclose(f);
+    if (launcher <= 0 || kill(launcher, 0) == 0 || errno != ESRCH) continue;
+    if (job.size() >= 16) remove_job_segments(job, pids);
+    unlink((dir + "/kvs").c_str());
+    unlink((dir + "/record").c_str());
+    if (rmdir(dir.c_str()) == 0) {
+      fprintf(stderr, "weftrun: removed %s, left by job %s whose weftrun (pid %d) was killed\n",
+              dir.c_str(), job.c_str(), int(launcher));
+      ++removed;
+    }
+  }
+  closedir(d);
+  return removed;
+}
+
 std::string random_job_id() {
   unsigned char raw[8];
   if (getrandom(raw, sizeof(raw), 0) != sizeof(raw)) {
@@ -182,6 +233,7 @@ std::string random_job_id() {
 int main(int argc, char** argv) {
   options o = parse(argc, argv);
   const std::string job = random_job_id();
+  remove_stale_jobs();
 
   char dir_tmpl[] = "/tmp/weftrun-XXXXXX";
   if (!mkdtemp(dir_tmpl)) {
@@ -189,6 +241,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   const std::string dir = dir_tmpl, sock_path = dir + "/kvs";
+  write_record(dir, "weftrun " + std::to_string(getpid()));
+  write_record(dir, "job " + job);
   int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_un sa{};
   sa.sun_family = AF_UNIX;
@@ -260,6 +314,7 @@ int main(int argc, char** argv) {
     }
     ranks[size_t(r)].pid = pid;
     ranks[size_t(r)].running = true;
+    write_record(dir, "rank " + std::to_string(pid));
     if (o.tag_output) {
       close(out[1]);
       close(err[1]);
@@ -321,6 +376,41 @@ int main(int argc, char** argv) {
     }
     if (tearing_down && running > 0 && now > kill_at) signal_all(SIGKILL);
 
+    // Reaped first thing after each wake-up, so that the order of failures is their order
+    // in time, to the resolution of weftrun's wake-ups. Ranks reaped in one pass ended
+    // between two looks, so their order is unknown: a rank killed by a signal goes first,
+    // since a rank that exits with an error of its own after a peer's death reacts to it.
+    int status;
+    pid_t pid;
+    int pass_code = 0;
+    bool pass_signal = false;
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+      for (int r = 0; r < o.n; ++r) {
+        auto& rs = ranks[size_t(r)];
+        if (rs.pid != pid || !rs.running) continue;
+        rs.running = false;
+        rs.status = status;
+        --running;
+        bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        kvs.rank_exited(r, failed, failed ? describe_status(status) : "finished");
+        if (o.verbose)
+          fprintf(stderr, "weftrun: rank %d (pid %d) %s\n", r, pid,
+                  describe_status(status).c_str());
+        if (failed && !exit_code && (!pass_code || (!pass_signal && WIFSIGNALED(status)))) {
+          pass_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+          pass_signal = WIFSIGNALED(status);
+        }
+        if (failed && !tearing_down && !timed_out) {
+          std::string why = "rank " + std::to_string(r) + " (pid " + std::to_string(pid) + ") " +
+                            describe_status(status);
+          if (o.keep_going)
+            fprintf(stderr, "weftrun: %s; the other ranks keep running\n", why.c_str());
+          else
+            teardown(why.c_str());
+        }
+      }
+    }
+    if (!exit_code) exit_code = pass_code;
     for (auto& p : fds) {
       if (!p.revents) continue;
       if (p.fd == sfd) {
@@ -385,38 +475,12 @@ int main(int argc, char** argv) {
         }
       }
     }
-
-    int status;
-    pid_t pid;
-    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-      for (int r = 0; r < o.n; ++r) {
-        auto& rs = ranks[size_t(r)];
-        if (rs.pid != pid || !rs.running) continue;
-        rs.running = false;
-        rs.status = status;
-        --running;
-        bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-        kvs.rank_exited(r, failed, failed ? describe_status(status) : "finished");
-        if (o.verbose)
-          fprintf(stderr, "weftrun: rank %d (pid %d) %s\n", r, pid,
-                  describe_status(status).c_str());
-        if (failed && !exit_code)
-          exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        if (failed && !tearing_down && !timed_out) {
-          std::string why = "rank " + std::to_string(r) + " (pid " + std::to_string(pid) + ") " +
-                            describe_status(status);
-          if (o.keep_going)
-            fprintf(stderr, "weftrun: %s; the other ranks keep running\n", why.c_str());
-          else
-            teardown(why.c_str());
-        }
-      }
-    }
   }
 
   for (auto& [fd, _] : clients) close(fd);
   close(lfd);
   unlink(sock_path.c_str());
+  unlink((dir + "/record").c_str());
   rmdir(dir.c_str());
   std::vector<pid_t> pids;
   for (auto& r : ranks) pids.push_back(r.pid);

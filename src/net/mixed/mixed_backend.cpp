@@ -55,13 +55,13 @@ class host_bootstrap final : public bootstrap::bootstrap {
 class renumbering_sink final : public sink {
  public:
   renumbering_sink(sink& outer, const std::vector<int>& global) : outer_(outer), global_(global) {}
-  void on_message(int rank, const void* data, size_t len) override {
-    outer_.on_message(global_[size_t(rank)], data, len);
+  bool on_message(int rank, const void* data, size_t len) override {
+    return outer_.on_message(global_[size_t(rank)], data, len);
   }
   void on_put_local_done(void* ctx, bool ok) override { outer_.on_put_local_done(ctx, ok); }
   void on_get_done(void* ctx, bool ok) override { outer_.on_get_done(ctx, ok); }
-  void on_remote_notify(int rank, const void* note, size_t len) override {
-    outer_.on_remote_notify(global_[size_t(rank)], note, len);
+  bool on_remote_notify(int rank, const void* note, size_t len) override {
+    return outer_.on_remote_notify(global_[size_t(rank)], note, len);
   }
 
  private:
@@ -136,6 +136,8 @@ class mixed_device final : public device {
     if (l >= 0) shm_->forget_peer(l);
     net_->forget_peer(rank);
   }
+  size_t repair() override { return shm_->repair() + net_->repair(); }
+  bool peers_changed() override { return net_->peers_changed(); }
 
  private:
   std::unique_ptr<device> shm_, net_;

@@ -9,10 +9,10 @@ namespace weft::net::ofi {
 namespace {
 // Whatever arrives while a device closes has no one left to take it.
 struct discarding_sink final : sink {
-  void on_message(int, const void*, size_t) override {}
+  bool on_message(int, const void*, size_t) override { return true; }
   void on_put_local_done(void*, bool) override {}
   void on_get_done(void*, bool) override {}
-  void on_remote_notify(int, const void*, size_t) override {}
+  bool on_remote_notify(int, const void*, size_t) override { return true; }
 };
 }  // namespace
 
@@ -60,7 +60,7 @@ void ofi_device::goodbye() {
       if (t & bye_sent) continue;
       // Marked first: the peer's own goodbye, answered by poll, must see that ours left.
       talk_[size_t(r)].fetch_or(bye_sent);
-      prefix bye{uint32_t(me_), kind_bye, {}};
+      prefix bye{uint32_t(me_), kind_bye, 0, {}};
       if (!send_buffer(r, bye, nullptr, 0, nullptr, 0, nullptr))
         talk_[size_t(r)].fetch_and(uint8_t(~bye_sent));  // tried again next round
     }

@@ -190,6 +190,10 @@ ofi_device::ofi_device(ofi_context& ctx, int index, const device_config& cfg)
     send_ops_[i].buffer = i;
     free_sends_.push_back(uint32_t(nsend - 1 - i));
   }
+  held_cap_ = nrecv + 1024;
+  const int32_t window = int32_t(std::min<size_t>(cfg.inbox_depth, 1 << 20));
+  credits_out_ = std::make_unique<send_credits>(peers_.size(), window);
+  credits_in_ = std::make_unique<recv_credits>(peers_.size(), window);
   for (uint32_t i = 0; i < nrecv; ++i) {
     recv_ops_[i].kind = op::recv;
     recv_ops_[i].buffer = i;
@@ -274,7 +278,11 @@ bool ofi_device::send_buffer(int rank, const prefix& p, const void* a, size_t al
 
 bool ofi_device::try_send(int rank, const void* hdr, size_t hdr_len, const void* payload,
                           size_t len) {
-  prefix p{uint32_t(me_), kind_message, {}};
+  // A peer taken for dead here gets nothing; the core learns at its next check (50 ms)
+  // and fails the post then, so retry until it does.
+  if (dead_[size_t(rank)].load(std::memory_order_relaxed)) return false;
+  if (!credits_out_->take(rank)) return false;
+  prefix p{uint32_t(me_), kind_message, 1, {}};
   const size_t total = sizeof(p) + hdr_len + len;
   if (total <= ctx_.info()->tx_attr->inject_size && !ctx_.mr_local()) {
     char buf[256];
@@ -287,21 +295,27 @@ bool ofi_device::try_send(int rank, const void* hdr, size_t hdr_len, const void*
         mark_sent_to(rank);
         return true;
       }
+      credits_out_->give_back(rank);
       refused(rc, rank, "fi_inject");
       return false;
     }
   }
-  return send_buffer(rank, p, hdr, hdr_len, payload, len, nullptr);
+  if (send_buffer(rank, p, hdr, hdr_len, payload, len, nullptr)) return true;
+  credits_out_->give_back(rank);
+  return false;
 }
 
 bool ofi_device::send_note(int rank, const void* note, size_t len) {
-  prefix p{uint32_t(me_), kind_notify, {}};
-  return send_buffer(rank, p, note, len, nullptr, 0, nullptr);
+  if (!credits_out_->take(rank)) return false;
+  prefix p{uint32_t(me_), kind_notify, 1, {}};
+  if (send_buffer(rank, p, note, len, nullptr, 0, nullptr)) return true;
+  credits_out_->give_back(rank);
+  return false;
 }
 
 bool ofi_device::send_definition(int rank, const note_sender::use& u, const void* note,
                                  size_t len) {
-  prefix p{uint32_t(me_), kind_note_define, {}};
+  prefix p{uint32_t(me_), kind_note_define, 0, {}};
   note_definition d{uint8_t(u.slot), uint8_t(len), {}, u.generation};
   return send_buffer(rank, p, &d, sizeof(d), note, len, nullptr);
 }
@@ -407,7 +421,7 @@ void ofi_device::advance_streams() {
       const size_t len = std::min<uint64_t>(room, s->size - s->sent);
       chunk_header h{s->dst + s->sent, s->id, s->size, uint32_t(len), s->note_len, {}};
       memcpy(h.note, s->note, s->note_len);
-      prefix p{uint32_t(me_), kind_chunk, {}};
+      prefix p{uint32_t(me_), kind_chunk, 0, {}};
       if (!send_buffer(s->rank, p, &h, sizeof(h), s->src + s->sent, len, s.get())) return;
       s->sent += len;
       ++s->chunks;
@@ -415,55 +429,120 @@ void ofi_device::advance_streams() {
   }
 }
 
-void ofi_device::received(sink& s, op* o, size_t len) {
+void ofi_device::deliver_note(sink& s, int rank, const void* note, size_t len, bool credited) {
+  if (held_.empty() && s.on_remote_notify(rank, note, len)) {
+    if (credited) taken_from(rank);
+    return;
+  }
+  held_msg h{rank, UINT32_MAX, uint32_t(len), credited, {}};
+  memcpy(h.note, note, len);
+  held_.push_back(h);
+}
+
+void ofi_device::taken_from(int rank) {
+  if (const uint32_t n = credits_in_->taken(rank)) {
+    util::lock_guard<util::spinlock> g(keys_lock_);
+    send_control(rank, kind_credit, &n, sizeof(n));
+  }
+}
+
+// Offers what the sink refused again, oldest first, up to the first it still refuses.
+size_t ofi_device::retry_held(sink& s) {
+  size_t n = 0;
+  while (!held_.empty()) {
+    const held_msg& h = held_.front();
+    if (h.buffer == UINT32_MAX) {
+      if (!s.on_remote_notify(h.rank, h.note, h.len)) break;
+    } else {
+      const char* body = &recv_mem_[size_t(h.buffer) * cell_size_] + sizeof(prefix);
+      if (!s.on_message(h.rank, body, h.len)) break;
+      post_recv(h.buffer);
+    }
+    if (h.credited) taken_from(h.rank);
+    held_.pop_front();
+    ++n;
+  }
+  return n;
+}
+
+bool ofi_device::received(sink& s, op* o, size_t len) {
   const char* buf = &recv_mem_[size_t(o->buffer) * cell_size_];
   prefix p;
   if (len < sizeof(p)) {
     WEFT_LOG(error, "ofi: a message of %zu bytes, shorter than its prefix, dropped", len);
-    return;
+    return true;
   }
   memcpy(&p, buf, sizeof(p));
   const char* body = buf + sizeof(p);
   const size_t blen = len - sizeof(p);
   if (p.src >= peers_.size()) {
     WEFT_LOG(error, "ofi: a message names sender %u of %zu ranks, dropped", p.src, peers_.size());
-    return;
+    return true;
   }
   const int src = int(p.src);
   heard_from(src);
+  if (p.kind == kind_expelled) {
+    if (take_for_dead(src, gone_expelled))
+      WEFT_LOG(warn, "ofi: rank %d has taken this rank for dead and expelled it", src);
+    return true;
+  }
+  // A peer this device took for dead, heard from again (it was stopped, or cut off): what
+  // it sends is dropped, since its operations with this rank have failed here already, and
+  // it is told, so that its own operations with this rank fail too.
+  if (dead_[size_t(src)].load(std::memory_order_relaxed) &&
+      gone_why_[size_t(src)].load(std::memory_order_relaxed) == gone_silent && p.kind != kind_bye &&
+      p.kind != kind_bye_ack) {
+    expel(src);
+    return true;
+  }
   switch (p.kind) {
-    case kind_message: s.on_message(src, body, blen); return;
-    case kind_ping: {
-      prefix pong{uint32_t(me_), kind_pong, {}};
-      send_buffer(src, pong, nullptr, 0, nullptr, 0, nullptr);  // lost: the next ping asks again
-      return;
+    case kind_message:
+      if (held_.empty() && s.on_message(src, body, blen)) {
+        if (p.credited) taken_from(src);
+        return true;
+      }
+      held_.push_back(held_msg{src, o->buffer, uint32_t(blen), p.credited != 0, {}});
+      return false;
+    case kind_credit: {
+      uint32_t n;
+      if (blen != sizeof(n)) break;
+      memcpy(&n, body, sizeof(n));
+      credits_out_->grant(src, n);
+      return true;
     }
-    case kind_pong: return;
+    case kind_ping: {
+      prefix pong{uint32_t(me_), kind_pong, 0, {}};
+      send_buffer(src, pong, nullptr, 0, nullptr, 0, nullptr);  // lost: the next ping asks again
+      return true;
+    }
+    case kind_pong: return true;
     case kind_bye: {
       // Answered unless this device has said goodbye to the peer itself: that serves as
       // the answer, and the peer's endpoint may already be gone.
       const uint8_t was = talk_[size_t(src)].fetch_or(bye_heard, std::memory_order_relaxed);
       if (!(was & bye_sent)) {
-        prefix ack{uint32_t(me_), kind_bye_ack, {}};
+        prefix ack{uint32_t(me_), kind_bye_ack, 0, {}};
         send_buffer(src, ack, nullptr, 0, nullptr, 0, nullptr);  // lost: the peer times out
       }
-      return;
+      return true;
     }
-    case kind_bye_ack: talk_[size_t(src)].fetch_or(bye_answered, std::memory_order_relaxed); return;
+    case kind_bye_ack:
+      talk_[size_t(src)].fetch_or(bye_answered, std::memory_order_relaxed);
+      return true;
     case kind_key_request:
     case kind_key_reply:
     case kind_revoke:
-    case kind_revoke_ack: key_message(src, p.kind, body, blen); return;
+    case kind_revoke_ack: key_message(src, p.kind, body, blen); return true;
     case kind_notify:
       ++notify_counts_.by_message;
-      s.on_remote_notify(src, body, blen);
-      return;
+      deliver_note(s, src, body, blen, p.credited != 0);
+      return true;
     case kind_note_define: {
       const void* note;
       size_t note_len, released;
       if (!note_in_.define(src, body, blen, note, note_len, released)) break;
-      for (size_t i = 0; i < released; ++i) s.on_remote_notify(src, note, note_len);
-      return;
+      for (size_t i = 0; i < released; ++i) deliver_note(s, src, note, note_len);
+      return true;
     }
     case kind_chunk: {
       chunk_header h;
@@ -478,13 +557,14 @@ void ofi_device::received(sink& s, op* o, size_t len) {
       if (in.got >= h.total) {
         incoming entry = in;
         incoming_.erase({src, h.stream});
-        if (entry.note_len) s.on_remote_notify(src, entry.note, entry.note_len);
+        if (entry.note_len) deliver_note(s, src, entry.note, entry.note_len);
       }
-      return;
+      return true;
     }
   }
   WEFT_LOG(error, "ofi: a malformed message (kind %u, %zu bytes) from rank %d, dropped",
            unsigned(p.kind), len, src);
+  return true;
 }
 
 void ofi_device::heard_from(int rank) {
@@ -517,13 +597,19 @@ void ofi_device::refused(ssize_t rc, int rank, const char* what) {
 bool ofi_device::take_for_dead(int rank, int why) {
   int none = 0;
   gone_why_[size_t(rank)].compare_exchange_strong(none, why);
-  return !dead_[size_t(rank)].exchange(true);
+  if (dead_[size_t(rank)].exchange(true)) return false;
+  news_.store(true, std::memory_order_relaxed);
+  return true;
 }
 
 std::string ofi_device::why_gone(int rank) {
   const int why = gone_why_[size_t(rank)].load();
   switch (why) {
-    case gone_silent: return "the peer is taken for dead: silent for longer than WEFT_PEER_TIMEOUT";
+    case gone_silent:
+      return "the peer is taken for dead: silent for longer than WEFT_PEER_TIMEOUT though pinged";
+    case gone_expelled:
+      return "the peer has taken this rank for dead (no word from it for its WEFT_PEER_TIMEOUT) "
+             "and expelled it: nothing between them arrives any more";
     case FI_EHOSTUNREACH:
     case FI_ENETUNREACH:
     case FI_ETIMEDOUT: return std::string("the peer cannot be reached (") + fi_strerror(why) + ")";
@@ -548,7 +634,7 @@ void ofi_device::remote_write(sink& s, uint64_t data) {
   switch (note_in_.lookup(n, note, len)) {
     case note_receiver::result::deliver:
       ++notify_counts_.by_data;
-      s.on_remote_notify(n.rank, note, len);
+      deliver_note(s, n.rank, note, len);
       return;
     case note_receiver::result::parked:
       ++notify_counts_.by_data;
@@ -618,8 +704,9 @@ size_t ofi_device::poll(sink& s, size_t max) {
   }
   advance_streams();
   n += flush_control(s);
+  if (!held_.empty()) n += retry_held(s);
   fi_cq_data_entry e[16];
-  while (n < max) {
+  while (n < max && held_.size() < held_cap_) {
     ssize_t got = fi_cq_read(cq_, e, std::min<size_t>(16, max - n));
     if (got == -FI_EAGAIN) break;
     if (got == -FI_EAVAIL) {
@@ -656,7 +743,7 @@ size_t ofi_device::poll(sink& s, size_t max) {
         if (o && rx_cq_data_) complete(s, o, true);
         continue;
       }
-      if (o->kind == op::recv) received(s, o, e[i].len);
+      if (o->kind == op::recv && !received(s, o, e[i].len)) continue;  // held: not reposted
       complete(s, o, true);
     }
     n += size_t(got);
@@ -673,7 +760,7 @@ void ofi_device::wait_for_message(uint32_t timeout_us) {
 bool ofi_device::peer_alive(int rank) {
   if (dead_[size_t(rank)].load(std::memory_order_relaxed)) return false;
   if (rank == me_) return true;
-  // Called while operations wait (the core checks every 50 ms); not on the critical path.
+  // Called by the core's periodic check (every 50 ms or so); not on the critical path.
   const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
                           std::chrono::steady_clock::now().time_since_epoch())
                           .count();
@@ -682,22 +769,36 @@ bool ofi_device::peer_alive(int rank) {
   util::lock_guard<util::spinlock> g(live_lock_);
   liveness& l = live_[size_t(rank)];
   const uint64_t heard = l.heard.load(std::memory_order_relaxed);
-  if (heard != l.seen || l.heard_at_ns == 0) {
+  const bool after_pause = now - l.checked_at_ns > ping_every;
+  l.checked_at_ns = now;
+  if (heard != l.seen || l.heard_at_ns == 0 || after_pause) {
     l.seen = heard;
     l.heard_at_ns = now;
     return true;
   }
-  if (now - l.heard_at_ns > timeout) {
-    if (take_for_dead(rank, gone_silent))
-      WEFT_LOG(warn, "ofi: rank %d silent for %.1f s (WEFT_PEER_TIMEOUT); taking it for dead", rank,
-               double(now - l.heard_at_ns) / 1e9);
+  // Asked at least once since it fell silent (a ping that found no free send buffer counts:
+  // buffers held by sends to a dead peer never come back).
+  if (now - l.heard_at_ns > timeout && l.asked_at_ns > l.heard_at_ns) {
+    if (take_for_dead(rank, gone_silent)) {
+      WEFT_LOG(warn,
+               "ofi: rank %d silent for %.1f s though pinged (WEFT_PEER_TIMEOUT); taking it for "
+               "dead and telling it so",
+               rank, double(now - l.heard_at_ns) / 1e9);
+      expel(rank);
+    }
     return false;
   }
   if (now - l.heard_at_ns > ping_every && now - l.pinged_at_ns > ping_every) {
-    prefix ping{uint32_t(me_), kind_ping, {}};
+    prefix ping{uint32_t(me_), kind_ping, 0, {}};
+    l.asked_at_ns = now;
     if (send_buffer(rank, ping, nullptr, 0, nullptr, 0, nullptr)) l.pinged_at_ns = now;
   }
   return true;
+}
+
+void ofi_device::expel(int rank) {
+  prefix p{uint32_t(me_), kind_expelled, 0, {}};
+  send_buffer(rank, p, nullptr, 0, nullptr, 0, nullptr);  // lost: its next message asks again
 }
 
 void ofi_device::forget_peer(int rank) {

@@ -22,6 +22,7 @@
 #include <rdma/fi_domain.h>
 
 #include <atomic>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -30,6 +31,7 @@
 #include <vector>
 
 #include "net/backend.hpp"
+#include "net/credits.hpp"
 #include "net/key_registry.hpp"
 #include "net/ofi/note_slots.hpp"
 #include "util/object_pool.hpp"
@@ -56,6 +58,9 @@ class ofi_device final : public device {
   size_t poll(sink& s, size_t max) override;
   void wait_for_message(uint32_t timeout_us) override;
   bool peer_alive(int rank) override;
+  bool peers_changed() override {
+    return news_.load(std::memory_order_relaxed) && news_.exchange(false);
+  }
   std::string why_gone(int rank) override;
   void forget_peer(int rank) override;
 
@@ -64,8 +69,9 @@ class ofi_device final : public device {
 
   struct prefix {
     uint32_t src;
-    uint8_t kind;  // msg_kind
-    uint8_t pad[3];
+    uint8_t kind;      // msg_kind
+    uint8_t credited;  // 1: the sender took a credit for it (credits.hpp)
+    uint8_t pad[2];
   };
   enum msg_kind : uint8_t {
     kind_message,
@@ -79,7 +85,9 @@ class ofi_device final : public device {
     kind_revoke,       // uint64_t id: the registration is gone; acknowledge when idle
     kind_revoke_ack,   // revoke_ack: done with `id` (also unasked, when the device goes)
     kind_bye,          // the sender's device is closing: everything it sent came before
-    kind_bye_ack       // the answer to kind_bye: everything the closing device sent arrived
+    kind_bye_ack,      // the answer to kind_bye: everything the closing device sent arrived
+    kind_credit,       // uint32_t: credited messages the sender's sink has taken
+    kind_expelled      // the sender has taken this rank for dead: nothing it sends arrives
   };
   struct key_request {
     uint64_t id, key, incarnation;
@@ -137,8 +145,15 @@ class ofi_device final : public device {
   bool send_buffer(int rank, const prefix& p, const void* a, size_t alen, const void* b,
                    size_t blen, stream* owner);
   void complete(sink& s, op* o, bool ok);
-  void received(sink& s, op* o, size_t len);
+  // False: the message waits in its buffer (held_), which is not reposted yet.
+  bool received(sink& s, op* o, size_t len);
   void remote_write(sink& s, uint64_t data);
+  // A notification for the sink, or held (a copy) when the sink refuses it or something
+  // older waits.
+  void deliver_note(sink& s, int rank, const void* note, size_t len, bool credited = false);
+  size_t retry_held(sink& s);
+  // The sink took a credited message from `rank`: grant credits back in batches.
+  void taken_from(int rank);
   bool send_definition(int rank, const note_sender::use& u, const void* note, size_t len);
   void heard_from(int rank);
   // A send, write or read the provider refused: -FI_EAGAIN is left to the caller's retry,
@@ -218,11 +233,27 @@ class ofi_device final : public device {
     uint64_t by_data = 0, parked = 0, by_message = 0;
   } notify_counts_;  // notifications received, counted by the poller for the log
   std::vector<uint32_t> to_repost_;
+  // What the sink refused (back-pressure), in arrival order, offered again by each poll
+  // before anything newer: a message keeps its receive buffer (`buffer`), a notification
+  // is copied. Under poll_lock_. Once it holds held_cap_ entries, poll stops reading the
+  // completion queue, so the provider's buffers fill and the senders see retry.
+  struct held_msg {
+    int rank;
+    uint32_t buffer;  // a message: its receive buffer; a notification: UINT32_MAX
+    uint32_t len;
+    bool credited;
+    char note[max_note_size];
+  };
+  std::deque<held_msg> held_;
+  size_t held_cap_ = 0;
+  std::unique_ptr<send_credits> credits_out_;
+  std::unique_ptr<recv_credits> credits_in_;  // under poll_lock_
   std::unique_ptr<std::atomic<bool>[]> dead_;
   // Why a peer was taken for dead, set before dead_ (the first reason stays): a libfabric
   // error number, or one of the gone_* codes.
   std::unique_ptr<std::atomic<int>[]> gone_why_;
-  static constexpr int gone_silent = -1, gone_send_failed = -2;
+  static constexpr int gone_silent = -1, gone_send_failed = -2, gone_expelled = -3;
+  std::atomic<bool> news_{false};  // take_for_dead took a peer since peers_changed()
   // Takes `rank` for dead for `why`; true for the caller that did (and should say so).
   bool take_for_dead(int rank, int why);
   // Per peer, for goodbye(): whether this device sent to it, and how far the closing
@@ -232,11 +263,17 @@ class ofi_device final : public device {
   // Liveness: the providers here report no dead peer, so a peer that Weft waits on and that
   // has been silent for a while is pinged; no answer within WEFT_PEER_TIMEOUT, or a ping
   // that fails to send, and it is dead.
+  // Silence counts only across checks in a row: a check after a long pause (nothing was
+  // pending, so nobody checked) starts the clock again instead of finding the peer silent
+  // since the last check. A peer is taken for dead only when it stayed silent for
+  // WEFT_PEER_TIMEOUT while pinged.
   struct liveness {
     std::atomic<uint64_t> heard{0};  // messages received from the peer; written by the poller only
     uint64_t seen = 0;               // `heard` at the last check
-    int64_t heard_at_ns = 0, pinged_at_ns = 0;
+    int64_t heard_at_ns = 0, pinged_at_ns = 0, asked_at_ns = 0, checked_at_ns = 0;
   };
+  // Tells `rank`, which this device took for dead, that it was expelled (best effort).
+  void expel(int rank);
   std::unique_ptr<liveness[]> live_;
   util::spinlock live_lock_;
 

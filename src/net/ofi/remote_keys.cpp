@@ -138,7 +138,7 @@ void ofi_device::queue_revoke(int rank, uint64_t id) {
 // Under keys_lock_. Sent at once when nothing waits before it, else queued behind.
 void ofi_device::send_control(int rank, uint8_t kind, const void* body, size_t len) {
   if (control_out_.empty()) {
-    prefix p{uint32_t(me_), kind, {}};
+    prefix p{uint32_t(me_), kind, 0, {}};
     if (send_buffer(rank, p, body, len, nullptr, 0, nullptr)) return;
   }
   control c{rank, kind, uint8_t(len), {}};
@@ -158,7 +158,7 @@ size_t ofi_device::flush_control(sink& s) {
     for (; sent < control_out_.size(); ++sent) {
       const control& c = control_out_[sent];
       if (dead_[size_t(c.rank)].load(std::memory_order_relaxed)) continue;  // nobody to tell
-      prefix p{uint32_t(me_), c.kind, {}};
+      prefix p{uint32_t(me_), c.kind, 0, {}};
       if (!send_buffer(c.rank, p, c.body, c.len, nullptr, 0, nullptr)) break;
     }
     control_out_.erase(control_out_.begin(), control_out_.begin() + long(sent));
@@ -167,7 +167,7 @@ size_t ofi_device::flush_control(sink& s) {
     done.swap(settled_);
   }
   for (const settled& d : done) {
-    if (d.note_len) s.on_remote_notify(me_, d.note, d.note_len);  // this process was the target
+    if (d.note_len) deliver_note(s, me_, d.note, d.note_len);  // this process was the target
     if (d.write)
       s.on_put_local_done(d.ctx, d.ok);
     else

@@ -14,7 +14,7 @@
 namespace weft::net::shm {
 
 inline constexpr uint32_t segment_magic = 0x57454654;  // "WEFT"
-inline constexpr uint32_t layout_version = 5;
+inline constexpr uint32_t layout_version = 6;
 
 struct alignas(util::cache_line) segment_header {
   uint32_t magic;
@@ -37,15 +37,16 @@ struct alignas(util::cache_line) segment_header {
 struct cell_header {
   std::atomic<uint64_t> seq;
   uint32_t len;
-  uint16_t src;  // local rank of the sender
+  uint16_t src;  // local rank of the sender, written first after the claim
   uint8_t kind;
-  uint8_t pad;
+  uint8_t lap;  // low bits of the claimed position's lap of the ring, with src: whose claim
 };
 static_assert(sizeof(cell_header) == 16);
 inline constexpr size_t cell_line = 64;
 inline constexpr size_t inline_capacity = cell_line - sizeof(cell_header);
 
 enum cell_kind : uint8_t {
+  kind_hole = 0,         // claimed by a sender that died before it published: skipped
   kind_message = 1,      // a core message, passed to the sink
   kind_put_start = 2,    // a pipelined put begins in the sender's channel
   kind_notify = 3,       // a put or get done by cross-memory attach: the initiator's note

@@ -22,7 +22,7 @@ region_table::region_table(bootstrap::bootstrap& b, int context_id, size_t nentr
   if (n > 1)
     name = "/weft-" + b.job_id() + "-" + std::to_string(context_id) + "-mr-" + std::to_string(me);
   segs_[size_t(me)] = std::make_unique<segment>();
-  segs_[size_t(me)]->create(name, bytes);
+  segs_[size_t(me)]->create(name, bytes, "WEFT_SHM_REGIONS");
   char* base = static_cast<char*>(segs_[size_t(me)]->base());
   header* h = new (base) header{};
   h->attached.store(0, std::memory_order_relaxed);

@@ -4,22 +4,31 @@
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 
 #include "util/fail.hpp"
 
 namespace weft::net::shm {
+namespace {
+std::string mib(uint64_t bytes) {
+  char b[32];
+  snprintf(b, sizeof(b), "%.1f MiB", double(bytes) / (1024.0 * 1024.0));
+  return b;
+}
+}  // namespace
 
 segment::~segment() {
   if (base_) munmap(base_, size_);
   unlink();
 }
 
-void segment::create(const std::string& name, size_t size) {
+void segment::create(const std::string& name, size_t size, const char* settings) {
   size_ = size;
   if (name.empty()) {
     base_ = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -37,6 +46,19 @@ void segment::create(const std::string& name, size_t size) {
     int e = errno;
     close(fd);
     util::fail("shm segment ftruncate", "size", std::to_string(size), strerror(e));
+  }
+  if (int e = posix_fallocate(fd, 0, off_t(size)); e != 0) {
+    close(fd);
+    std::string free_space;
+    struct statvfs fs {};
+    if (statvfs("/dev/shm", &fs) == 0)
+      free_space = "; /dev/shm has " + mib(uint64_t(fs.f_bavail) * fs.f_frsize) + " free";
+    unlink();
+    util::fail("shm segment", "size", mib(size) + " (" + std::to_string(size) + " bytes)",
+               std::string("cannot reserve it in /dev/shm: ") + strerror(e) + free_space +
+                   "; every rank on this host needs one such segment per device; lower it "
+                   "with " +
+                   settings + ", or give /dev/shm more room (docker run --shm-size)");
   }
   base_ = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   int e = errno;

@@ -17,7 +17,10 @@ class segment {
   segment(const segment&) = delete;
   segment& operator=(const segment&) = delete;
 
-  void create(const std::string& name, size_t size);  // name empty: anonymous
+  // name empty: anonymous. The file's memory is reserved here (posix_fallocate), so a
+  // full /dev/shm is an error at start-up, naming the size and `settings` (the variables
+  // that lower it), not a SIGBUS in the middle of traffic.
+  void create(const std::string& name, size_t size, const char* settings);
   // Maps the whole of an existing segment, which must hold at least min_size bytes.
   void attach(const std::string& name, size_t min_size);
   void unlink();

@@ -158,6 +158,7 @@ shm_device::shm_device(shm_context& ctx, int index, const device_config& cfg)
   geo_.nslots = st.nslots;
   geo_.nlanes = st.nlanes;
   mask_ = geo_.ncells - 1;
+  lap_shift_ = uint32_t(__builtin_ctzll(geo_.ncells));
 
   auto& b = ctx.boot();
   const int me = b.rank(), n = b.size();
@@ -166,7 +167,9 @@ shm_device::shm_device(shm_context& ctx, int index, const device_config& cfg)
     name = "/weft-" + b.job_id() + "-" + std::to_string(ctx.context_id()) + "-" +
            std::to_string(index) + "-" + std::to_string(me);
   }
-  own_.create(name, geo_.total());
+  own_.create(name, geo_.total(),
+              "WEFT_INBOX_DEPTH and WEFT_SHM_LANES (inbox), WEFT_PACKET_SIZE (cell), "
+              "WEFT_SHM_CHANNELS, WEFT_SHM_SLOTS and WEFT_SHM_CHUNK (put channels)");
   own_base_ = static_cast<char*>(own_.base());
   auto* h = new (own_base_) segment_header{};
   h->magic = segment_magic;
@@ -182,7 +185,9 @@ shm_device::shm_device(shm_context& ctx, int index, const device_config& cfg)
   own_bell_ = new (own_base_ + geo_.bell_offset()) bell{};
   own_bell_->armed.store(0);
   own_lanes_.resize(geo_.nlanes);
+  holds_.reset(new lane_hold[geo_.nlanes]);
   for (size_t l = 0; l < geo_.nlanes; ++l) {
+    holds_[l].runs.reserve(64);
     lane& ln = own_lanes_[l];
     ln.head = new (own_base_ + geo_.head_offset(l)) ring_index{};
     ln.head->value.store(0);
@@ -301,9 +306,15 @@ bool shm_device::enqueue(int rank, uint8_t kind, const void* a, size_t alen, con
     if (dif == 0) {
       if (ln.tail->value.compare_exchange_weak(pos, pos + 1, std::memory_order_seq_cst,
                                                std::memory_order_relaxed)) {
+        // Whose claim this is, first: if this process dies before it publishes, the
+        // consumer's repair() can tell the cell from one a live sender is still filling.
+        c->src = uint16_t(ctx_.boot().rank());
+        c->lap = uint8_t(pos >> lap_shift_);
+#ifdef WEFT_TEST_HOOKS
+        test_hook_after_claim();
+#endif
         const size_t len = alen + blen;
         c->len = uint32_t(len);
-        c->src = uint16_t(ctx_.boot().rank());
         c->kind = kind;
         char* data = len <= inline_capacity ? reinterpret_cast<char*>(c + 1)
                                             : ln.body(pos, mask_, geo_.cell_size);
@@ -487,26 +498,25 @@ bool shm_device::serve_get(int rank, const get_request_msg& m, uint32_t held) {
 }
 
 // Inline into drain_lane: one call fewer per message.
-[[gnu::always_inline]] inline void shm_device::handle_cell(sink& s, const cell_header* c,
+[[gnu::always_inline]] inline bool shm_device::handle_cell(sink& s, const cell_header* c,
                                                            const char* body) {
   const char* data = c->len <= inline_capacity ? reinterpret_cast<const char*>(c + 1) : body;
-  if (c->kind == kind_message && c->src < peers_.size() && c->len <= max_message_size()) {
-    s.on_message(c->src, data, c->len);
-    return;
-  }
-  handle_other_cell(s, c, data);
+  if (c->kind == kind_message && c->src < peers_.size() && c->len <= max_message_size())
+    return s.on_message(c->src, data, c->len);
+  return handle_other_cell(s, c, data);
 }
 
-void shm_device::handle_other_cell(sink& s, const cell_header* c, const char* data) {
+bool shm_device::handle_other_cell(sink& s, const cell_header* c, const char* data) {
   const int src = c->src;
   const int me = ctx_.boot().rank();
   if (src >= int(peers_.size()) || c->len > max_message_size()) {
     WEFT_LOG(error, "shm: dropped a cell with source %d and length %u (corrupt queue?)", src,
              c->len);
-    return;
+    return true;
   }
   switch (c->kind) {
-    case kind_message: break;  // handle_cell's own path: not reached here
+    case kind_message: break;     // handle_cell's own path: not reached here
+    case kind_hole: return true;  // repair() skipped it; it said so then
     case kind_put_start: {
       put_start_msg m;
       if (c->len != sizeof(m)) break;
@@ -524,25 +534,24 @@ void shm_device::handle_other_cell(sink& s, const cell_header* c, const char* da
           WEFT_LOG(error, "shm: rank %d streams an answer to an unknown get",
                    ctx_.boot().job_rank(src));
           ch->verdict.store(verdict_refused, std::memory_order_release);
-          return;
+          return true;
         }
         dst = g.dst;
       } else if (const char* why = ctx_.regions().acquire(me, k, m.remote_addr, m.size, held)) {
         log_refusal("put from a peer", me, k, m.remote_addr, m.size, why);
         ch->verdict.store(verdict_refused, std::memory_order_release);
-        return;
+        return true;
       }
       ch->verdict.store(verdict_accepted, std::memory_order_release);
       incoming_put in{src,  ch,        slots_of(base, m.channel), dst,        m.size, 0,
                       held, m.get_ctx, m.get_reply != 0,          m.note_len, {}};
       memcpy(in.note, m.note, sizeof(in.note));
       incoming_.add(in);
-      return;
+      return true;
     }
     case kind_notify: {
       if (c->len == 0 || c->len > sizeof(notify_msg)) break;
-      s.on_remote_notify(src, data, c->len);
-      return;
+      return s.on_remote_notify(src, data, c->len);
     }
     case kind_get_request: {
       get_request_msg m;
@@ -557,25 +566,28 @@ void shm_device::handle_other_cell(sink& s, const cell_header* c, const char* da
         get_refused_msg r{m.ctx};
         if (!enqueue(src, kind_get_refused, &r, sizeof(r), nullptr, 0))
           deferred_.add(deferred{src, true, 0, m});
-        return;
+        return true;
       }
       if (!serve_get(src, m, held)) deferred_.add(deferred{src, false, held, m});
-      return;
+      return true;
     }
     case kind_get_refused: {
       get_refused_msg m;
       if (c->len != sizeof(m)) break;
       memcpy(&m, data, sizeof(m));
       if (take_get(src, m.ctx)) s.on_get_done(reinterpret_cast<void*>(m.ctx), false);
-      return;
+      return true;
     }
     default: break;
   }
   WEFT_LOG(error, "shm: dropped a malformed backend cell of kind %u and length %u from rank %d",
            unsigned(c->kind), c->len, ctx_.boot().job_rank(src));
+  return true;
 }
 
-size_t shm_device::drain_lane(sink& s, const lane& ln, size_t max) {
+size_t shm_device::drain_lane(sink& s, const lane& ln, lane_hold& hold, size_t max) {
+  // A refused cell waits at the front of its lane: nothing newer is claimed before it.
+  if (hold.active.load(std::memory_order_acquire)) return drain_held(s, ln, hold, max);
   // Cells are claimed in runs: the ready cells' sequence words are read with plain loads
   // (so their misses overlap) and one compare-and-swap on the head takes them all, instead
   // of one locked instruction, and one exposed miss, per message.
@@ -596,12 +608,43 @@ size_t shm_device::drain_lane(sink& s, const lane& ln, size_t max) {
     if (!ln.head->value.compare_exchange_weak(pos, pos + k, std::memory_order_relaxed)) continue;
     for (size_t i = 0; i < k; ++i) {
       cell_header* c = ln.cell(pos + i, mask_);
-      handle_cell(s, c, ln.body(pos + i, mask_, geo_.cell_size));
+      if (!handle_cell(s, c, ln.body(pos + i, mask_, geo_.cell_size))) {
+        hold_run(hold, pos + i, pos + k);
+        return n + i;
+      }
       c->seq.store(pos + i + geo_.ncells, std::memory_order_release);
     }
     n += k;
     pos += k;
   }
+  return n;
+}
+
+// Keeps the claimed cells [from, to) of a lane, the first of them refused by the sink. A
+// cell released out of order is safe in this ring: each has its own sequence word, and a
+// producer stops at the first cell not yet released.
+void shm_device::hold_run(lane_hold& hold, uint64_t from, uint64_t to) {
+  util::lock_guard<util::spinlock> g(hold.lock);
+  auto at = std::find_if(hold.runs.begin(), hold.runs.end(),
+                         [from](const std::pair<uint64_t, uint64_t>& r) { return r.first > from; });
+  hold.runs.insert(at, {from, to});
+  hold.active.store(true, std::memory_order_release);
+}
+
+// Offers the held cells again, oldest first, up to the first the sink still refuses.
+size_t shm_device::drain_held(sink& s, const lane& ln, lane_hold& hold, size_t max) {
+  if (!hold.lock.try_lock()) return 0;
+  util::lock_guard<util::spinlock> g(hold.lock, util::adopt_lock);
+  size_t n = 0;
+  while (!hold.runs.empty() && n < max) {
+    auto& [from, to] = hold.runs.front();
+    cell_header* c = ln.cell(from, mask_);
+    if (!handle_cell(s, c, ln.body(from, mask_, geo_.cell_size))) return n;
+    c->seq.store(from + geo_.ncells, std::memory_order_release);
+    ++n;
+    if (++from == to) hold.runs.erase(hold.runs.begin());
+  }
+  if (hold.runs.empty()) hold.active.store(false, std::memory_order_release);
   return n;
 }
 
@@ -612,15 +655,19 @@ size_t shm_device::poll(sink& s, size_t max) {
   // budget across lanes, 1.9x when it does not). Every 64th poll starts at the next lane
   // instead, so a lane whose own thread never polls still drains while others are busy.
   size_t first = util::thread_index();
-  if (uint32_t polls = util::next_thread_poll(); (polls & 63) == 0) first += polls >> 6;
+  if (uint32_t polls = util::thread_polls(); (polls & 63) == 0) first += polls >> 6;
   first %= geo_.nlanes;
   size_t n = 0;
-  for (size_t k = 0; k < geo_.nlanes && n < max; ++k)
-    n += drain_lane(s, own_lanes_[(first + k) % geo_.nlanes], max - n);
+  for (size_t k = 0; k < geo_.nlanes && n < max; ++k) {
+    const size_t l = (first + k) % geo_.nlanes;
+    n += drain_lane(s, own_lanes_[l], holds_[l], max - n);
+  }
 
   const int me = ctx_.boot().rank();
   const size_t chunk = geo_.chunk_size, nslots = geo_.nslots;
   n += outgoing_.advance([&](outgoing_put& o) {
+    // A get served and streamed whose notification our sink refused: offer it again.
+    if (o.finished) return s.on_remote_notify(o.rank, o.note, o.note_len);
     auto* ch = channel_of(own_base_, o.channel);
     char* slots = slots_of(own_base_, o.channel);
     const uint32_t verdict = ch->verdict.load(std::memory_order_acquire);
@@ -646,16 +693,18 @@ size_t shm_device::poll(sink& s, size_t max) {
         ch->consumed.load(std::memory_order_acquire) < total)
       return false;
     ch->busy.store(0, std::memory_order_release);
-    if (o.get_reply) {
-      ctx_.regions().release(me, o.held);
-      if (o.note_len) s.on_remote_notify(o.rank, o.note, o.note_len);
-    } else {
+    if (!o.get_reply) {
       s.on_put_local_done(o.ctx, true);
+      return true;
     }
-    return true;
+    ctx_.regions().release(me, o.held);
+    o.finished = true;
+    return !o.note_len || s.on_remote_notify(o.rank, o.note, o.note_len);
   });
 
   n += incoming_.advance([&](incoming_put& in) {
+    // The data is in but our sink refused the notification: offer it again.
+    if (in.copied) return s.on_remote_notify(in.rank, in.note, in.note_len);
     const uint64_t total = nchunks(in.size);
     uint64_t w = in.channel->written.load(std::memory_order_acquire);
     while (in.consumed < w) {
@@ -669,11 +718,12 @@ size_t shm_device::poll(sink& s, size_t max) {
     ctx_.regions().release(me, in.held);
     // The channel stays busy: its owner frees it once it has seen the transfer complete.
     // Freed here, the owner could claim it for a new transfer first and lose the old one.
-    if (in.get_reply)
+    if (in.get_reply) {
       s.on_get_done(reinterpret_cast<void*>(in.get_ctx), true);
-    else if (in.note_len)
-      s.on_remote_notify(in.rank, in.note, in.note_len);
-    return true;
+      return true;
+    }
+    in.copied = true;
+    return !in.note_len || s.on_remote_notify(in.rank, in.note, in.note_len);
   });
 
   n += deferred_.advance([&](deferred& d) {
@@ -715,13 +765,14 @@ void shm_device::forget_peer(int rank) {
   const int me = ctx_.boot().rank();
   outgoing_.remove_if([&](const outgoing_put& o) {
     if (o.rank != rank) return false;
+    if (o.finished) return true;  // channel and region given back already
     channel_of(own_base_, o.channel)->busy.store(0, std::memory_order_release);
     if (o.get_reply) ctx_.regions().release(me, o.held);
     return true;
   });
   incoming_.remove_if([&](const incoming_put& in) {
     if (in.rank != rank) return false;
-    ctx_.regions().release(me, in.held);
+    if (!in.copied) ctx_.regions().release(me, in.held);
     return true;
   });
   deferred_.remove_if([&](const deferred& d) {
@@ -734,6 +785,77 @@ void shm_device::forget_peer(int rank) {
   util::lock_guard<util::spinlock> g(gets_lock_);
   std::erase_if(gets_, [rank](const pending_get& p) { return p.rank == rank; });
 }
+
+// A cell at a lane's head that a sender claimed and never published stops the lane for
+// every sender. When the claim's stamp names a local process that has died, the cell is
+// published as a hole that the consumers skip; its message died with its sender. A sender
+// killed in the two stores between its claim and its stamp leaves an older stamp: such a
+// cell is skipped once it has stayed unpublished for hole_grace_ns while a local peer has
+// died (a live sender publishes within microseconds unless stopped).
+size_t shm_device::repair() {
+  constexpr int64_t settle_ns = 100 * 1000 * 1000, hole_grace_ns = 2000 * 1000 * 1000ll;
+  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch())
+                          .count();
+  size_t fixed = 0;
+  for (size_t l = 0; l < geo_.nlanes; ++l) {
+    const lane& ln = own_lanes_[l];
+    lane_hold& h = holds_[l];
+    const uint64_t head = ln.head->value.load(std::memory_order_acquire);
+    cell_header* c = ln.cell(head, mask_);
+    if (ln.tail->value.load(std::memory_order_acquire) == head ||
+        c->seq.load(std::memory_order_acquire) != head) {  // empty, or published
+      h.stuck_since_ns.store(0, std::memory_order_relaxed);
+      continue;
+    }
+    const int64_t since = h.stuck_since_ns.load(std::memory_order_relaxed);
+    if (since == 0 || h.stuck_at.load(std::memory_order_relaxed) != head) {
+      h.stuck_at.store(head, std::memory_order_relaxed);
+      h.stuck_since_ns.store(now, std::memory_order_relaxed);
+      continue;
+    }
+    const int64_t stuck = now - since;
+    if (stuck < settle_ns) continue;
+    const int src = c->src;
+    const bool stamped = c->lap == uint8_t(head >> lap_shift_) && src < int(peers_.size());
+    const bool writer_dead = stamped && src != ctx_.boot().rank() && !peer_alive(src);
+    if (!writer_dead && !(stuck > hole_grace_ns && any_local_peer_dead())) continue;
+    WEFT_LOG(warn,
+             "shm: lane %zu of this device stopped at a message %s claimed and never published; "
+             "skipping it (the message is lost with its sender)",
+             l,
+             writer_dead ? ("rank " + std::to_string(ctx_.boot().job_rank(src))).c_str()
+                         : "a sender that died");
+    c->kind = kind_hole;
+    c->len = 0;
+    c->seq.store(head + 1, std::memory_order_release);
+    h.stuck_since_ns.store(0, std::memory_order_relaxed);
+    ++fixed;
+  }
+  return fixed;
+}
+
+bool shm_device::any_local_peer_dead() {
+  for (size_t r = 0; r < peers_.size(); ++r)
+    if (int(r) != ctx_.boot().rank() && !peer_alive(int(r))) return true;
+  return false;
+}
+
+#ifdef WEFT_TEST_HOOKS
+// Test builds only: WEFT_TEST_KILL_AFTER_CLAIM=R:N makes local rank R kill itself with
+// SIGKILL right after its N-th claim of an inbox cell, stamped but not yet published.
+void shm_device::test_hook_after_claim() {
+  static std::atomic<int64_t> left{[] {
+    const char* v = getenv("WEFT_TEST_KILL_AFTER_CLAIM");
+    int r = -1;
+    long long n = 0;
+    if (!v || sscanf(v, "%d:%lld", &r, &n) != 2) return int64_t(-1);
+    const char* me = getenv("WEFT_RANK");
+    return me && atoi(me) == r ? int64_t(n) : int64_t(-1);
+  }()};
+  if (left.load(std::memory_order_relaxed) > 0 && left.fetch_sub(1) == 1) raise(SIGKILL);
+}
+#endif
 
 bool shm_device::peer_alive(int rank) {
   return util::process_exists(peers_[size_t(rank)]->pid);

@@ -49,6 +49,7 @@ class shm_device final : public device {
   bool peer_alive(int rank) override;
   void forget_peer(int rank) override;
   void wait_for_message(uint32_t timeout_us) override;
+  size_t repair() override;
 
  private:
   struct lane {
@@ -62,6 +63,19 @@ class shm_device final : public device {
     char* body(uint64_t pos, uint64_t mask, size_t cell_size) const {
       return bodies + (pos & mask) * cell_size;
     }
+  };
+  // Cells of one of our lanes that the sink refused (back-pressure): claimed from the ring
+  // but not released, offered again before anything newer of the lane, so the producers
+  // find the ring full and see retry. Runs [from, to) of positions, oldest first; more
+  // than one only when several threads refused at once.
+  struct lane_hold {
+    std::atomic<bool> active{false};
+    util::spinlock lock;
+    std::vector<std::pair<uint64_t, uint64_t>> runs;
+    // repair(): since when the lane's head cell has been claimed but not published. One
+    // thread repairs at a time, but not always the same one: relaxed atomics.
+    std::atomic<uint64_t> stuck_at{0};
+    std::atomic<int64_t> stuck_since_ns{0};
   };
   struct peer {
     segment seg;
@@ -81,6 +95,7 @@ class shm_device final : public device {
     uint32_t held;   // get_reply: the region (slot) we hold until the data is staged
     uint32_t note_len = 0;
     char note[max_note_size] = {};
+    bool finished = false;  // get_reply: streamed; only the notification is left to take
   };
   struct incoming_put {
     int rank;
@@ -94,6 +109,7 @@ class shm_device final : public device {
     bool get_reply;  // the answer to our get with context get_ctx
     uint32_t note_len;
     char note[max_note_size];
+    bool copied = false;  // the data is in; only the notification is left to take
   };
   struct local_event {
     enum { put_done, get_done, notify } kind;
@@ -119,10 +135,15 @@ class shm_device final : public device {
   bool enqueue(int rank, uint8_t kind, const void* a, size_t alen, const void* b, size_t blen);
   // body: the cell's body slot, where the message is when it does not fit inline. Core
   // messages are handed on here; backend cells and malformed ones go out of line.
-  void handle_cell(sink& s, const cell_header* c, const char* body);
-  [[gnu::noinline, gnu::cold]] void handle_other_cell(sink& s, const cell_header* c,
+  // False: the sink refused it; the cell stays claimed (lane_hold).
+  bool handle_cell(sink& s, const cell_header* c, const char* body);
+  [[gnu::noinline, gnu::cold]] bool handle_other_cell(sink& s, const cell_header* c,
                                                       const char* data);
   uint32_t claim_channel();
+  bool any_local_peer_dead();
+#ifdef WEFT_TEST_HOOKS
+  static void test_hook_after_claim();
+#endif
   void send_note(int rank, const void* note, size_t len);
   void log_refusal(const char* op, int rank, rkey_t k, uint64_t addr, size_t size, const char* why);
   void direct_access(bool write, int rank, void* local, size_t size, uint64_t remote_addr, rkey_t k,
@@ -130,19 +151,26 @@ class shm_device final : public device {
   bool start_stream(int rank, put_start_msg& m);
   bool take_get(int rank, uint64_t ctx, pending_get* out = nullptr);
   bool serve_get(int rank, const get_request_msg& m, uint32_t held);
-  size_t drain_lane(sink& s, const lane& ln, size_t max);
+  size_t drain_lane(sink& s, const lane& ln, lane_hold& hold, size_t max);
+  [[gnu::noinline, gnu::cold]] void hold_run(lane_hold& hold, uint64_t from, uint64_t to);
+  [[gnu::noinline, gnu::cold]] size_t drain_held(sink& s, const lane& ln, lane_hold& hold,
+                                                 size_t max);
   channel_header* channel_of(char* base, uint32_t c) const;
   char* slots_of(char* base, uint32_t c) const;
-  size_t nchunks(size_t size) const { return (size + geo_.chunk_size - 1) / geo_.chunk_size; }
+  size_t nchunks(size_t size) const {
+    return (size + geo_.chunk_size - 1) / geo_.chunk_size;
+  }
 
   shm_context& ctx_;
   int index_;
   geometry geo_;
   uint64_t mask_;
+  uint32_t lap_shift_;  // log2(ncells): a position's lap of the ring
   segment own_;
   char* own_base_ = nullptr;
   bell* own_bell_ = nullptr;
   std::vector<lane> own_lanes_;
+  std::unique_ptr<lane_hold[]> holds_;        // one per own lane
   std::vector<std::unique_ptr<peer>> peers_;  // by rank; ours points at own_
   work_list<outgoing_put> outgoing_;
   work_list<incoming_put> incoming_;

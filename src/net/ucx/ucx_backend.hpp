@@ -22,6 +22,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -29,6 +30,7 @@
 #include <vector>
 
 #include "net/backend.hpp"
+#include "net/credits.hpp"
 #include "net/key_registry.hpp"
 #include "util/object_pool.hpp"
 #include "util/spinlock.hpp"
@@ -42,7 +44,8 @@ struct am_header {
   uint32_t src;
   uint8_t kind;  // msg_kind
   uint8_t note_len;
-  uint16_t pad;
+  uint8_t credited;  // 1: the sender took a credit for it (credits.hpp)
+  uint8_t pad;
   uint64_t dst;  // stream: the address of the target's buffer
   char note[max_note_size];
 };
@@ -54,7 +57,8 @@ enum msg_kind : uint8_t {
   kind_rkey_reply,
   kind_revoke,
   kind_revoke_ack,
-  kind_hello
+  kind_hello,
+  kind_credit  // uint32_t: credited messages the sender's sink has taken
 };
 inline constexpr size_t short_header = 8;
 
@@ -85,6 +89,8 @@ class ucx_device final : public device {
   struct event {
     enum kind_t : uint8_t { message, notify, put_done, get_done } kind;
     bool release = false;  // message: UCP's descriptor, released after delivery
+    bool delivered = false;
+    bool credited = false;  // the sender took a credit for it
     bool ok = true;
     int rank = -1;
     void* data = nullptr;
@@ -152,7 +158,7 @@ class ucx_device final : public device {
            const void* note, size_t note_len, void* ctx);
   void handle_control();
   void push_done(bool write, void* ctx, bool ok, int rank, const void* note, size_t note_len);
-  void push_notify(int rank, const void* note, size_t len);
+  void push_notify(int rank, const void* note, size_t len, bool credited);
   void send_notes();
   void mark_dead(int rank, ucs_status_t why);
   void greet_everyone();
@@ -194,6 +200,19 @@ class ucx_device final : public device {
 
   util::spinlock poll_lock_;  // one poller delivers at a time, so messages keep their order
   std::vector<event> delivering_;
+  // Messages and notifications the sink refused (back-pressure), in arrival order, offered
+  // again before anything newer; a message keeps UCP's descriptor. Under poll_lock_. Once
+  // it holds held_cap_ entries, poll stops progressing the worker, so the transport's
+  // buffers fill and the senders see retry.
+  std::deque<event> held_;
+  size_t held_cap_ = 0;
+  std::unique_ptr<send_credits> credits_out_;     // under worker_lock_ or not: atomic
+  std::unique_ptr<recv_credits> credits_in_;      // under poll_lock_
+  std::vector<std::pair<int, uint32_t>> grants_;  // under poll_lock_: to send
+  // Offers one event to the sink; false when it refuses a message or a notification.
+  static bool offer(sink& s, const event& e);
+  // The sink took a credited message from `rank`: grant credits back in batches.
+  void taken_from(int rank);
 };
 
 class ucx_context final : public context {

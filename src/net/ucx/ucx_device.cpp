@@ -45,7 +45,8 @@ ucx_device::ucx_device(ucx_context& ctx, int index, const device_config& cfg)
       index_(index),
       me_(ctx.boot().rank()),
       cell_size_(cfg.cell_size),
-      incarnation_(next_device_incarnation()) {
+      incarnation_(next_device_incarnation()),
+      held_cap_(std::max<size_t>(cfg.inbox_depth, 64) * 4) {
   ucp_worker_params_t wp{};
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
   wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;  // worker_lock_ serialises
@@ -72,6 +73,9 @@ ucx_device::ucx_device(ucx_context& ctx, int index, const device_config& cfg)
   ucp_worker_release_address(worker_, addr);
   b.fence();
   npeers_ = b.size();
+  const int32_t window = int32_t(std::min<size_t>(cfg.inbox_depth, 1 << 20));
+  credits_out_ = std::make_unique<send_credits>(size_t(npeers_), window);
+  credits_in_ = std::make_unique<recv_credits>(size_t(npeers_), window);
   peers_.reset(new peer[size_t(npeers_)]);
   for (int r = 0; r < npeers_; ++r) {
     std::string theirs = b.get(r, address_key(ctx.context_id(), index));
@@ -161,6 +165,8 @@ ucx_device::~ucx_device() {
     if (k.rkey) ucp_rkey_destroy(k.rkey);
   for (auto& e : events_)
     if (e.release) ucp_am_data_release(worker_, e.data);
+  for (auto& e : held_)
+    if (e.release) ucp_am_data_release(worker_, e.data);
   closing_ = true;  // what arrives from now on is dropped at once, not held
   // Close every endpoint, flushing what is still queued to live peers; bounded, since a
   // peer may be gone without UCX having noticed.
@@ -197,10 +203,12 @@ bool ucx_device::send_locked(int rank, uint8_t kind, const void* a, size_t alen,
   peer& p = peers_[size_t(rank)];
   if (p.dead.load(std::memory_order_relaxed)) return true;  // dropped: the core fails its ops
   if (free_sends_.empty()) return false;
+  const bool credited = kind == kind_message || kind == kind_notify;
+  if (credited && !credits_out_->take(rank)) return false;
   const uint32_t i = free_sends_.back();
   free_sends_.pop_back();
   char* buf = &send_mem_[size_t(i) * (short_header + cell_size_)];
-  am_header h{uint32_t(me_), kind, 0, 0, 0, {}};
+  am_header h{uint32_t(me_), kind, 0, uint8_t(credited), 0, 0, {}};
   memcpy(buf, &h, short_header);
   if (alen) memcpy(buf + short_header, a, alen);
   if (blen) memcpy(buf + short_header + alen, b, blen);
@@ -304,10 +312,11 @@ void ucx_device::push_done(bool write, void* ctx, bool ok, int rank, const void*
   }
 }
 
-void ucx_device::push_notify(int rank, const void* note, size_t len) {
+void ucx_device::push_notify(int rank, const void* note, size_t len, bool credited) {
   event e;
   e.kind = event::notify;
   e.rank = rank;
+  e.credited = credited;
   e.note_len = uint32_t(len);
   memcpy(e.note, note, len);
   events_.push_back(e);
@@ -383,7 +392,7 @@ bool ucx_device::try_put(int rank, const void* src, size_t size, uint64_t remote
     o->dev = this;
     o->rank = rank;
     o->whole = whole;
-    o->header = am_header{uint32_t(me_),     kind_stream, uint8_t(last ? note_len : 0), 0,
+    o->header = am_header{uint32_t(me_),     kind_stream, uint8_t(last ? note_len : 0), 0, 0,
                           remote_addr + off, {}};
     if (last && note_len) memcpy(o->header.note, note, note_len);
     ucp_request_param_t rp = with_callback(o);
@@ -481,17 +490,25 @@ ucs_status_t ucx_device::received(const am_header& h, size_t header_len, void* d
       e.data = data;
       e.len = len;
       e.release = true;  // persistent data: released once the sink has seen it
+      e.credited = h.credited != 0;
       events_.push_back(e);
       return UCS_INPROGRESS;
     }
     case kind_notify:
       if (len > max_note_size) break;
-      push_notify(src, data, len);
+      push_notify(src, data, len, h.credited != 0);
       return UCS_OK;
     case kind_stream: {
       if (header_len != sizeof(am_header) || h.note_len > max_note_size) break;
       if (len) memcpy(reinterpret_cast<void*>(h.dst), data, len);
-      if (h.note_len) push_notify(src, h.note, h.note_len);
+      if (h.note_len) push_notify(src, h.note, h.note_len, false);
+      return UCS_OK;
+    }
+    case kind_credit: {
+      uint32_t n;
+      if (len != sizeof(n)) break;
+      memcpy(&n, data, sizeof(n));
+      credits_out_->grant(src, n);
       return UCS_OK;
     }
     case kind_hello: ++hellos_; return UCS_OK;
@@ -588,30 +605,63 @@ void ucx_device::send_notes() {
   notes_out_.erase(notes_out_.begin(), notes_out_.begin() + long(sent));
 }
 
+void ucx_device::taken_from(int rank) {
+  if (const uint32_t n = credits_in_->taken(rank)) grants_.emplace_back(rank, n);
+}
+
+bool ucx_device::offer(sink& s, const event& e) {
+  switch (e.kind) {
+    case event::message: return s.on_message(e.rank, e.data, e.len);
+    case event::notify: return s.on_remote_notify(e.rank, e.note, e.note_len);
+    case event::put_done: s.on_put_local_done(e.ctx, e.ok); return true;
+    case event::get_done: s.on_get_done(e.ctx, e.ok); return true;
+  }
+  return true;
+}
+
 size_t ucx_device::poll(sink& s, size_t) {
   if (!poll_lock_.try_lock()) return 0;
   size_t n = 0;
+  // What the sink refused before goes first; what it takes now is released below.
+  while (!held_.empty() && offer(s, held_.front())) {
+    delivering_.push_back(held_.front());  // for its release below
+    delivering_.back().delivered = true;
+    if (held_.front().credited) taken_from(held_.front().rank);
+    held_.pop_front();
+  }
   {
     util::lock_guard<util::spinlock> g(worker_lock_);
-    n += ucp_worker_progress(worker_);
+    if (held_.size() < held_cap_) n += ucp_worker_progress(worker_);
     if (!control_in_.empty() || !control_out_.empty()) handle_control();
     if (!notes_out_.empty()) send_notes();
-    delivering_.swap(events_);
+    for (event& e : events_) delivering_.push_back(e);
+    events_.clear();
   }
   bool release = false;
   for (event& e : delivering_) {
-    switch (e.kind) {
-      case event::message: s.on_message(e.rank, e.data, e.len); break;
-      case event::notify: s.on_remote_notify(e.rank, e.note, e.note_len); break;
-      case event::put_done: s.on_put_local_done(e.ctx, e.ok); break;
-      case event::get_done: s.on_get_done(e.ctx, e.ok); break;
+    if (!e.delivered) {
+      // Local completions always go; a message or notification only behind nothing held.
+      const bool may_wait = e.kind == event::message || e.kind == event::notify;
+      if (may_wait && !held_.empty()) {
+        held_.push_back(e);  // keeps the descriptor
+        e.release = false;
+      } else if (!offer(s, e)) {
+        held_.push_back(e);
+        e.release = false;
+      } else if (e.credited) {
+        taken_from(e.rank);
+      }
     }
     release |= e.release;
   }
-  if (release) {
+  if (release || !grants_.empty()) {
     util::lock_guard<util::spinlock> g(worker_lock_);
     for (event& e : delivering_)
       if (e.release) ucp_am_data_release(worker_, e.data);
+    for (auto [rank, count] : grants_)
+      control_out_.push_back(
+          control{rank, kind_credit, std::string(reinterpret_cast<char*>(&count), sizeof(count))});
+    grants_.clear();
   }
   n += delivering_.size();
   delivering_.clear();

@@ -1,0 +1,219 @@
+// Fault scenarios: a sender killed half-way through a message, a quiet peer that is not
+// dead, a stopped peer that is expelled and must learn it, survivors that exit after a
+// death, and ranks left alone when their launcher dies.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "mp_common.hpp"
+#include "mp_scenarios.hpp"
+
+using namespace mp;
+
+namespace {
+
+constexpr size_t kSize = 64;
+
+struct message {
+  uint64_t seq;
+  unsigned char body[kSize - 8];
+};
+
+message make(int sender, uint64_t seq) {
+  message m{};
+  m.seq = seq;
+  for (size_t i = 0; i < sizeof(m.body); ++i) m.body[i] = pattern(i, seq * 7 + size_t(sender));
+  return m;
+}
+
+bool intact(int sender, const message& m) {
+  message want = make(sender, m.seq);
+  return memcmp(&m, &want, sizeof(m)) == 0;
+}
+
+void sleep_s(double s) {
+  std::this_thread::sleep_for(std::chrono::duration<double>(s));
+}
+
+// Progresses for `s` seconds.
+void progress_for(double s) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(s);
+  while (std::chrono::steady_clock::now() < end) weft::progress();
+}
+
+}  // namespace
+
+// Ranks 1 and 2 send active messages to rank 0 from their main threads, so into the same
+// lane of its inbox; a test hook (WEFT_TEST_KILL_AFTER_CLAIM=2:N) kills rank 2 right after
+// it claimed a cell and before it published it. Rank 1's messages must all arrive.
+int scenario_hole() {
+  const int me = weft::get_rank_me();
+  if (weft::get_rank_n() != 3) die("hole needs 3 ranks");
+  constexpr uint64_t kCount = 20000;
+  weft::comp_t cq = weft::alloc_cq_x().depth(1 << 16)();
+  weft::rcomp_t rc = weft::register_rcomp(cq);
+  weft::barrier();
+  if (me != 0) {
+    for (uint64_t i = 0; i < kCount; ++i) {
+      message m = make(me, i);
+      post_until([&] { return weft::post_am(0, &m, sizeof(m), weft::comp_t{}, rc); });
+    }
+    if (me == 2) die("rank 2 was to be killed by the test hook (WEFT_TEST_KILL_AFTER_CLAIM)");
+    wait_cq(cq);  // rank 0 has everything: rank 1 may go
+    finish_and_exit("hole");
+  }
+  uint64_t from1 = 0, from2 = 0;
+  int bad = 0;
+  deadline d(60);
+  while (from1 < kCount) {
+    weft::status_t s = weft::cq_pop(cq);
+    if (s.error.is_retry()) {
+      weft::progress();
+      d.check("rank 1's messages behind the cell rank 2 left unpublished");
+      continue;
+    }
+    message m{};
+    if (s.size == sizeof(m)) memcpy(&m, s.buf, sizeof(m));
+    std::free(s.buf);
+    uint64_t& next = s.rank == 1 ? from1 : from2;
+    if (s.size != sizeof(m) || (s.rank != 1 && s.rank != 2) || m.seq != next || !intact(s.rank, m))
+      ++bad;
+    ++next;
+  }
+  printf("rank 0: %llu messages from rank 1, %llu from rank 2 before it was killed\n",
+         static_cast<unsigned long long>(from1), static_cast<unsigned long long>(from2));
+  CHECK_EQ(bad, 0);
+  CHECK(from2 < kCount);
+  uint64_t done = 1;
+  post_until([&] { return weft::post_am(1, &done, sizeof(done), weft::comp_t{}, rc); });
+  progress_for(0.2);
+  finish_and_exit("hole");
+}
+
+// A peer that is quiet while nothing waits on it is not dead: after a pause longer than
+// WEFT_PEER_TIMEOUT (3 s) without checks, rank 0 waits on rank 1, which sends 0.7 s later.
+int scenario_quiet_peer() {
+  const int me = weft::get_rank_me();
+  weft::barrier();
+  char buf[16] = {};
+  weft::comp_t sync = weft::alloc_sync();
+  if (me == 0) {
+    // Checks run while this receive waits, and hear nothing from rank 1.
+    weft::post_recv(1, buf, sizeof(buf), 1, sync);
+    progress_for(0.3);
+    CHECK(weft::cancel_recv(1, buf, 1, sync));
+    weft::status_t s;
+    wait_sync(sync, &s);
+    CHECK(s.error.is_cancelled());
+    sleep_s(4.0);  // no progress, no checks: longer than WEFT_PEER_TIMEOUT
+    s = weft::post_recv(1, buf, sizeof(buf), 2, sync);
+    if (s.error.is_posted()) wait_sync(sync, &s);
+    CHECK_EQ(int(s.error.errorcode), int(weft::errorcode_t::done));
+    CHECK(strcmp(buf, "still here") == 0);
+  } else if (me == 1) {
+    sleep_s(5.0);
+    char msg[16] = "still here";
+    weft::status_t s = post_until([&] { return weft::post_send(0, msg, sizeof(msg), 2, sync); });
+    if (s.error.is_posted()) wait_sync(sync, &s);
+    CHECK(s.error.is_done());
+  }
+  weft::free_comp(&sync);
+  return finish("quiet_peer");
+}
+
+// Rank 1 is stopped for 5 s, past WEFT_PEER_TIMEOUT (2 s): rank 0 takes it for dead. When
+// rank 1 resumes, nothing it sends reaches rank 0's completion objects, and it learns that
+// rank 0 expelled it: its operations with rank 0 fail with an error naming rank 0.
+int scenario_expel() {
+  const int me = weft::get_rank_me();
+  weft::comp_t cq = weft::alloc_cq();
+  weft::rcomp_t rc = weft::register_rcomp(cq);
+  weft::comp_t sync = weft::alloc_sync();
+  char buf[16] = {};
+  weft::barrier();
+  if (me == 0) {
+    weft::post_recv(1, buf, sizeof(buf), 1, sync);  // never sent
+    weft::status_t s;
+    wait_sync(sync, &s);
+    CHECK_EQ(int(s.error.errorcode), int(weft::errorcode_t::error_peer_dead));
+    CHECK_EQ(s.rank, 1);
+    // Rank 1 resumes meanwhile and sends: none of it may be delivered here.
+    int delivered = 0;
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(8);
+    while (std::chrono::steady_clock::now() < end) {
+      weft::progress();
+      for (s = weft::cq_pop(cq); s.error.is_done(); s = weft::cq_pop(cq)) {
+        ++delivered;
+        std::free(s.buf);
+      }
+    }
+    CHECK_EQ(delivered, 0);
+    finish_and_exit("expel");
+  }
+  if (me == 1) {
+    if (pid_t helper = fork(); helper == 0) {
+      sleep_s(5.0);
+      kill(getppid(), SIGCONT);
+      _exit(0);
+    } else {
+      raise(SIGSTOP);
+      waitpid(helper, nullptr, 0);
+    }
+    // Resumed: rank 0 has taken this rank for dead meanwhile.
+    weft::post_recv(0, buf, sizeof(buf), 9, sync);  // never sent
+    std::string error;
+    weft::status_t s{};
+    deadline d(20);
+    uint64_t value = 7;
+    while (error.empty() && !weft::sync_test(sync, &s)) {
+      error = error_of([&] { weft::post_am(0, &value, sizeof(value), weft::comp_t{}, rc); });
+      weft::progress();
+      d.check("an error naming the rank that expelled this one");
+    }
+    if (error.empty()) {  // the receive failed first; a post now is refused
+      CHECK_EQ(int(s.error.errorcode), int(weft::errorcode_t::error_peer_dead));
+      CHECK_EQ(s.rank, 0);
+      error = error_of([&] { weft::post_am(0, &value, sizeof(value), weft::comp_t{}, rc); });
+    }
+    printf("rank 1: %s\n", error.c_str());
+    CHECK(contains(error, "rank = 0") && contains(error, "expelled"));
+    finish_and_exit("expel");
+  }
+  finish_and_exit("expel");
+}
+
+// Rank 1 is killed; ranks 0 and 2 exit with code 42 as soon as they see it. weftrun must
+// report the killed rank's status (137), the first failure in time.
+int scenario_exit_on_death() {
+  const int me = weft::get_rank_me();
+  weft::barrier();
+  if (me == 1) {
+    usleep(200000);
+    raise(SIGKILL);
+  }
+  char buf[8];
+  weft::comp_t sync = weft::alloc_sync();
+  weft::post_recv(1, buf, sizeof(buf), 3, sync);  // never sent
+  weft::status_t s;
+  wait_sync(sync, &s);
+  fflush(stdout);
+  _exit(s.error.errorcode == weft::errorcode_t::error_peer_dead ? 42 : 1);
+}
+
+// Progresses with nothing pending until the launcher dies (the test kills weftrun), which
+// must end the rank with an error within seconds; or fails after 60 s.
+int scenario_idle() {
+  weft::barrier();
+  deadline d(60);
+  for (;;) {
+    weft::progress();
+    d.check("an error saying that the launcher died");
+  }
+}
