@@ -15,6 +15,7 @@ if [ -n "$need" ]; then
   echo "bench: installing$need"
   $SUDO apt-get update -qq && $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $need >/dev/null
 fi
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+# Without the fault-injection hooks of test builds (scripts/test.sh turns them on here).
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWEFT_TEST_HOOKS=OFF >/dev/null
 cmake --build build --target weftrun bench_weft bench_resources build_bench_mpich build_bench_openmpi
 exec /usr/bin/python3 bench/run.py "$@"

@@ -159,6 +159,9 @@ shm_device::shm_device(shm_context& ctx, int index, const device_config& cfg)
   geo_.nlanes = st.nlanes;
   mask_ = geo_.ncells - 1;
   lap_shift_ = uint32_t(__builtin_ctzll(geo_.ncells));
+#ifdef WEFT_TEST_HOOKS
+  arm_test_hook();
+#endif
 
   auto& b = ctx.boot();
   const int me = b.rank(), n = b.size();
@@ -842,18 +845,25 @@ bool shm_device::any_local_peer_dead() {
 }
 
 #ifdef WEFT_TEST_HOOKS
-// Test builds only: WEFT_TEST_KILL_AFTER_CLAIM=R:N makes local rank R kill itself with
-// SIGKILL right after its N-th claim of an inbox cell, stamped but not yet published.
+namespace {
+// Claims left before the test hook kills this process; 0: never (set by the context).
+std::atomic<int64_t> claims_to_kill{0};
+}  // namespace
+
+// Test builds only: WEFT_TEST_KILL_AFTER_CLAIM=R:N makes rank R kill itself with SIGKILL
+// right after its N-th claim of an inbox cell, stamped but not yet published.
+void shm_device::arm_test_hook() {
+  const char* v = getenv("WEFT_TEST_KILL_AFTER_CLAIM");
+  int r = -1;
+  long long n = 0;
+  const char* me = getenv("WEFT_RANK");
+  if (v && sscanf(v, "%d:%lld", &r, &n) == 2 && me && atoi(me) == r && n > 0)
+    claims_to_kill.store(n, std::memory_order_relaxed);
+}
+
 void shm_device::test_hook_after_claim() {
-  static std::atomic<int64_t> left{[] {
-    const char* v = getenv("WEFT_TEST_KILL_AFTER_CLAIM");
-    int r = -1;
-    long long n = 0;
-    if (!v || sscanf(v, "%d:%lld", &r, &n) != 2) return int64_t(-1);
-    const char* me = getenv("WEFT_RANK");
-    return me && atoi(me) == r ? int64_t(n) : int64_t(-1);
-  }()};
-  if (left.load(std::memory_order_relaxed) > 0 && left.fetch_sub(1) == 1) raise(SIGKILL);
+  if (claims_to_kill.load(std::memory_order_relaxed) > 0 && claims_to_kill.fetch_sub(1) == 1)
+    raise(SIGKILL);
 }
 #endif
 

@@ -142,6 +142,7 @@ class shm_device final : public device {
   uint32_t claim_channel();
   bool any_local_peer_dead();
 #ifdef WEFT_TEST_HOOKS
+  static void arm_test_hook();
   static void test_hook_after_claim();
 #endif
   void send_note(int rank, const void* note, size_t len);
