@@ -215,6 +215,8 @@ WEFT_C_API int weft_sync_test(weft_comp_t sync, weft_status_t* statuses, int* re
 WEFT_C_API int weft_sync_wait(weft_comp_t sync, weft_status_t* statuses);
 WEFT_C_API int weft_sync_wait_x(weft_comp_t sync, weft_status_t* statuses, weft_runtime_t runtime,
                                 weft_device_t device);
+/* WEFT_OK, or WEFT_RETRY_NOMEM when the object cannot take it now (a full queue): signal
+ * again later; it never waits. */
 WEFT_C_API int weft_comp_signal(weft_comp_t comp, weft_status_t status);
 
 /* ---- memory registration ---------------------------------------------------------------- */

@@ -95,8 +95,10 @@ WEFT_API bool sync_test(comp_t sync, status_t* statuses);
 inline void sync_wait(comp_t sync, status_t* statuses) {
   sync_wait_x(sync, statuses)();
 }
-// Signal a completion object from user code (for example to wake a waiter).
-WEFT_API void comp_signal(comp_t comp, status_t status);
+// Signal a completion object from user code (for example to wake a waiter). Returns done,
+// or retry_nomem when the object cannot take it now (a full completion queue): signal
+// again later. It never waits, so a handler may call it from inside progress.
+[[nodiscard]] WEFT_API error_t comp_signal(comp_t comp, status_t status);
 
 // Packets: fixed-size buffers a user can fill and send without a copy into Weft's own
 // buffers, or receive active messages in (register_rcomp_x(...).packet_delivery(true)).

@@ -458,7 +458,9 @@ int weft_sync_wait_x(weft_comp_t sync, weft_status_t* statuses, weft_runtime_t r
   return sync_collect("sync_wait", sync, statuses, nullptr, &a);
 }
 int weft_comp_signal(weft_comp_t comp, weft_status_t status) {
-  return guard([&] { comp_signal(cmp(comp), from_c(status)); });
+  bool taken = true;
+  const int rc = guard([&] { taken = comp_signal(cmp(comp), from_c(status)).is_done(); });
+  return rc == WEFT_OK && !taken ? int(WEFT_RETRY_NOMEM) : rc;
 }
 
 // ---- memory registration ----------------------------------------------------------------------

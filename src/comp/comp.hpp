@@ -9,6 +9,7 @@
 
 #include "util/mpmc_queue.hpp"
 #include "util/small_copy.hpp"
+#include "util/spinlock.hpp"
 #include "weft/types.hpp"
 
 namespace weft::detail {
@@ -29,6 +30,12 @@ class comp_impl {
   std::atomic<int64_t> pending{0};
 };
 
+// A synchronizer counts signals; a test that finds `threshold` of them takes exactly that
+// many, with their statuses in arrival order, and leaves any later ones for the next test.
+// Testers and signallers may run concurrently: a short lock orders them (one locked
+// instruction each, as the two counters it replaces), and a tester that finds too few
+// signals returns without taking it. Statuses wait in a ring that grows, under the lock,
+// only when more than two rounds of signals are outstanding.
 class sync_impl final : public comp_impl {
  public:
   explicit sync_impl(size_t threshold);
@@ -37,10 +44,14 @@ class sync_impl final : public comp_impl {
   size_t threshold() const { return threshold_; }
 
  private:
-  size_t threshold_;
-  std::unique_ptr<status_t[]> statuses_;
-  alignas(64) std::atomic<size_t> claimed_{0};
-  alignas(64) std::atomic<size_t> ready_{0};
+  void grow();  // under lock_
+
+  const size_t threshold_;
+  util::spinlock lock_;
+  std::unique_ptr<status_t[]> ring_;
+  size_t capacity_, head_ = 0, count_ = 0;
+  // count_, readable without the lock: a tester skips the lock while too few arrived.
+  alignas(util::cache_line) std::atomic<size_t> ready_{0};
 };
 
 // Payload bytes that a completion queue entry holds itself: a queue cell is a cache line,

@@ -1,4 +1,8 @@
 // The public functions: argument resolution and checks, then the resource or device call.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdlib>
 
 #include "bootstrap/allgather.hpp"
@@ -99,7 +103,9 @@ runtime_t alloc_runtime_impl(const runtime_args& a, bool global) {
   if (global && global_runtime())
     util::fail("g_runtime_init", "global runtime", "already active",
                "call g_runtime_fina() before initialising it again");
-  return runtime_t{new runtime_impl(a, global)};
+  const char* call = global ? "g_runtime_init" : "alloc_runtime";
+  return runtime_t{util::allocating(call, "runtime attributes", a.max_requests,
+                                    [&] { return new runtime_impl(a, global); })};
 }
 
 int get_rank_impl(const rank_args& a, int which) {
@@ -163,9 +169,13 @@ void set_error_handler(error_handler_fn_t fn, runtime_t runtime) {
 // ---- resources ----------------------------------------------------------------------------
 namespace detail {
 
+// Sizes: upper bounds checked at the call; an allocation that fails is Weft's error.
 device_t alloc_device_impl(const device_args& a) {
   runtime_impl* rt = resolve_runtime(a.runtime, "alloc_device");
-  return device_t{rt->alloc_device(a.packet_pool.p, a.inbox_depth)};
+  if (a.inbox_depth) util::check_range("alloc_device", "inbox_depth", a.inbox_depth, 2, 1 << 20);
+  return device_t{util::allocating("alloc_device", "inbox_depth", a.inbox_depth, [&] {
+    return rt->alloc_device(a.packet_pool.p, a.inbox_depth);
+  })};
 }
 
 packet_pool_t alloc_packet_pool_impl(const packet_pool_args& a) {
@@ -174,23 +184,35 @@ packet_pool_t alloc_packet_pool_impl(const packet_pool_args& a) {
   size_t n = a.npackets ? a.npackets : rt->attr.npackets;
   if (ps < 64 || ps > (size_t(1) << 30))
     util::fail("alloc_packet_pool", "packet_size", std::to_string(ps), "must be 64 B .. 1 GiB");
-  return packet_pool_t{rt->alloc_pool(ps, n)};
+  util::check_range("alloc_packet_pool", "npackets", n, 1, size_t(1) << 32);
+  if (ps * n > (size_t(1) << 40))
+    util::fail("alloc_packet_pool", "npackets", std::to_string(n),
+               "packet_size x npackets exceeds 1 TiB");
+  return packet_pool_t{
+      util::allocating("alloc_packet_pool", "npackets", n, [&] { return rt->alloc_pool(ps, n); })};
 }
 
 matching_engine_t alloc_matching_engine_impl(const matching_engine_args& a) {
   runtime_impl* rt = resolve_runtime(a.runtime, "alloc_matching_engine");
-  return matching_engine_t{rt->alloc_engine(a.nbuckets, a.make_key)};
+  if (a.nbuckets)
+    util::check_range("alloc_matching_engine", "nbuckets", a.nbuckets, 1, size_t(1) << 30);
+  return matching_engine_t{util::allocating("alloc_matching_engine", "nbuckets", a.nbuckets, [&] {
+    return rt->alloc_engine(a.nbuckets, a.make_key);
+  })};
 }
 
 comp_t alloc_cq_impl(const comp_args& a) {
   runtime_impl* rt = resolve_runtime(a.runtime, "alloc_cq");
-  return comp_t{new cq_impl(a.depth ? a.depth : rt->attr.cq_depth)};
+  const size_t depth = a.depth ? a.depth : rt->attr.cq_depth;
+  util::check_range("alloc_cq", "depth", depth, 2, size_t(1) << 30);
+  return comp_t{util::allocating("alloc_cq", "depth", depth, [&] { return new cq_impl(depth); })};
 }
 
 comp_t alloc_sync_impl(const comp_args& a) {
   if (a.threshold < 1 || a.threshold > (size_t(1) << 24))
     util::fail("alloc_sync", "threshold", std::to_string(a.threshold), "must be 1 .. 2^24");
-  return comp_t{new sync_impl(a.threshold)};
+  return comp_t{util::allocating("alloc_sync", "threshold", a.threshold,
+                                 [&] { return new sync_impl(a.threshold); })};
 }
 
 comp_t alloc_handler_impl(const comp_args& a) {
@@ -230,7 +252,11 @@ device_t get_default_device(runtime_t runtime) {
 
 void free_packet_pool(packet_pool_t* pool) {
   if (!pool || !pool->p) util::fail("free_packet_pool", "pool", "empty", "nothing to free");
-  runtime_impl* rt = resolve_runtime({}, "free_packet_pool");
+  // The pool's own runtime, whichever it is (not the global one by default).
+  runtime_impl* rt = find_runtime([&](runtime_impl& r) { return r.has_pool(pool->p); });
+  if (!rt)
+    util::fail("free_packet_pool", "pool", util::to_hex(pool->p),
+               "not a pool of any live runtime (freed already, or its runtime was)");
   if (pool->p == rt->default_pool)
     util::fail("free_packet_pool", "pool", "default pool", "the runtime frees its default pool");
   rt->free_pool(pool->p);
@@ -244,7 +270,11 @@ packet_pool_t get_default_packet_pool(runtime_t runtime) {
 void free_matching_engine(matching_engine_t* engine) {
   if (!engine || !engine->p)
     util::fail("free_matching_engine", "engine", "empty", "nothing to free");
-  resolve_runtime({}, "free_matching_engine")->free_engine(engine->p);
+  runtime_impl* rt = find_runtime([&](runtime_impl& r) { return r.has_engine(engine->p); });
+  if (!rt)
+    util::fail("free_matching_engine", "engine", util::to_hex(engine->p),
+               "not an engine of any live runtime (freed already, or its runtime was)");
+  rt->free_engine(engine->p);
   engine->p = nullptr;
 }
 
@@ -260,7 +290,11 @@ void free_comp(comp_t* comp) {
   if (int64_t n = c->pending.load(std::memory_order_acquire))
     util::fail("free_comp", "comp", util::to_hex(c),
                std::to_string(n) + " operations that signal it are still pending");
-  if (runtime_impl* rt = global_runtime()) rt->forget_comp(c);
+  // Registered for remote completion on any runtime: forgotten on each.
+  find_runtime([c](runtime_impl& r) {
+    r.forget_comp(c);
+    return false;
+  });
   delete c;
   comp->p = nullptr;
 }
@@ -292,18 +326,21 @@ bool sync_test(comp_t sync, status_t* statuses) {
   return static_cast<sync_impl*>(sync.p)->test(statuses);
 }
 
-void comp_signal(comp_t comp, status_t status) {
+error_t comp_signal(comp_t comp, status_t status) {
   if (!comp.p) util::fail("comp_signal", "comp", "empty", "nothing to signal");
   if (comp.p->kind == comp_kind::graph)
     util::fail("comp_signal", "comp", "a graph",
                "finish a function node with graph_node_mark_complete instead");
-  while (!comp.p->signal(status)) util::cpu_relax();
+  return signal_comp(comp.p, status) ? errorcode_t::done : errorcode_t::retry_nomem;
 }
 
 void put_upacket(void* packet) {
   if (!packet) util::fail("put_upacket", "packet", "nullptr", "nothing to return");
   runtime_impl* rt = global_runtime();
   packet_pool_impl* p = rt ? rt->pool_owning(packet) : nullptr;
+  if (!p) {  // another runtime's packet, or a malloc'd buffer (a large message)
+    find_runtime([&](runtime_impl& r) { return (p = r.pool_owning(packet)) != nullptr; });
+  }
   if (p)
     p->put(packet);
   else
@@ -327,6 +364,14 @@ mr_t register_memory_impl(const register_args& a) {
   if (a.size > max_msg_size)
     util::fail("register_memory", "size", std::to_string(a.size),
                "exceeds the maximum region size " + std::to_string(max_msg_size));
+  // Every page must be mapped: a region a peer writes into must exist. msync answers
+  // ENOMEM for a range with a hole, without touching the pages.
+  const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+  const uintptr_t first = reinterpret_cast<uintptr_t>(a.base) & ~(page - 1);
+  const uintptr_t end = reinterpret_cast<uintptr_t>(a.base) + a.size;
+  if (msync(reinterpret_cast<void*>(first), end - first, MS_ASYNC) != 0 && errno == ENOMEM)
+    util::fail("register_memory", "base", util::to_hex(a.base),
+               "the range of " + std::to_string(a.size) + " bytes is not all mapped memory");
   return mr_t{rt->register_memory(a.base, a.size)};
 }
 
@@ -335,7 +380,11 @@ status_t post_comm_impl(const comm_args& a) {
 }
 
 bool cancel_recv_impl(const comm_args& a) {
-  return resolve_device(a)->cancel(a);
+  device_impl* d = resolve_device(a);
+  if (a.rank < 0 || a.rank >= d->rt.size())
+    util::fail("cancel_recv", "rank", std::to_string(a.rank),
+               "out of range [0, " + std::to_string(d->rt.size()) + ")");
+  return d->cancel(a);
 }
 
 static device_impl* resolve_device(const progress_args& a, const char* call) {

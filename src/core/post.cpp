@@ -31,6 +31,14 @@ bool policy_has_rank(matching_policy_t p) {
 
 void device_impl::refuse_post(const comm_args& a) {
   const char* call = a.call_name;
+  if (uint8_t(a.direction) > uint8_t(direction_t::IN))
+    util::fail(call, "direction", std::to_string(int(a.direction)), "must be OUT (0) or IN (1)");
+  if (a.nbuffers && !a.buffers)
+    util::fail(call, "buffers", "nullptr",
+               "a list of " + std::to_string(a.nbuffers) + " entries needs an array");
+  if (a.nremote_buffers && !a.remote_buffers)
+    util::fail(call, "remote_buffers", "nullptr",
+               "a list of " + std::to_string(a.nremote_buffers) + " entries needs an array");
   if (a.rank < 0 || a.rank >= rt.size())
     util::fail(call, "rank", std::to_string(a.rank),
                "out of range [0, " + std::to_string(rt.size()) + ")");
@@ -60,7 +68,9 @@ status_t device_impl::post(const comm_args& a) {
   // Every check in one test; the report, which needs strings, is out of line.
   if (a.rank < 0 || a.rank >= rt.size() || (!a.local_buffer && a.size) || a.size > max_msg_size ||
       (a.local_comp.p && a.local_comp.p->kind == comp_kind::graph) ||
-      uint8_t(a.matching_policy) > uint8_t(matching_policy_t::rank_tag))
+      uint8_t(a.matching_policy) > uint8_t(matching_policy_t::rank_tag) ||
+      uint8_t(a.direction) > uint8_t(direction_t::IN) || (a.nbuffers && !a.buffers) ||
+      (a.nremote_buffers && !a.remote_buffers))
     refuse_post(a);
   if (a.buffers || a.remote_buffers) return post_list(a);
   if (a.has_remote_buffer) return post_rma(a);

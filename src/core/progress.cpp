@@ -425,7 +425,10 @@ bool device_impl::arrive_rts(int rank, const wire_header& h, const rts_body& b) 
     r->msg_size = b.size;
     r->comp = e->comp;
     r->user_context = nullptr;
-    r->counted = false;
+    // Counted on the completion object, as a local operation is: free_comp refuses to free
+    // it while the message is on its way.
+    r->counted = r->comp != nullptr;
+    if (r->counted) r->comp->pending.fetch_add(1, std::memory_order_relaxed);
     r->peer_req = b.sreq;
     wire_header c{};
     c.version = wire_version;
@@ -560,6 +563,7 @@ void device_impl::fail_peer(int rank) {
   auto fail = [&](request* q) {
     if (q->is_am && q->kind() == req_kind::rdv_recv) {
       // An active message that never arrived: nobody waits for it, drop its buffer.
+      if (q->counted) q->comp->pending.fetch_sub(1, std::memory_order_relaxed);
       std::free(q->buf);
       q->dev->slab.free(q);
       return;

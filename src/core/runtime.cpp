@@ -19,6 +19,10 @@ namespace {
 
 std::atomic<runtime_impl*> g_runtime{nullptr};
 std::atomic<int> g_next_runtime_id{0};
+// Every live runtime, for the calls that take a resource without its runtime (free_comp,
+// free_packet_pool, free_matching_engine, put_upacket).
+std::mutex g_runtimes_lock;
+std::vector<runtime_impl*> g_runtimes;
 
 size_t pick(size_t given, const char* env, size_t fallback) {
   return given ? given : util::env_size(env, fallback);
@@ -33,6 +37,13 @@ void default_error_handler(const wire_error_t& e) {
 
 runtime_impl* global_runtime() {
   return g_runtime.load(std::memory_order_acquire);
+}
+
+runtime_impl* find_runtime(const std::function<bool(runtime_impl&)>& pred) {
+  std::lock_guard<std::mutex> g(g_runtimes_lock);
+  for (runtime_impl* r : g_runtimes)
+    if (pred(*r)) return r;
+  return nullptr;
 }
 
 runtime_impl* resolve_runtime(runtime_t rt, const char* call) {
@@ -66,7 +77,11 @@ runtime_impl::runtime_impl(const runtime_args& a, bool global)
       (attr.packet_size & (attr.packet_size - 1)))
     util::fail("g_runtime_init", "packet_size", std::to_string(attr.packet_size),
                "must be a power of two from 256 to 16 MiB");
-  if (attr.npackets < 1) util::fail("g_runtime_init", "npackets", "0", "must be at least 1");
+  // Every size has an upper bound, checked here: a value near 2^64 once looped for ever
+  // rounding up to a power of two, and 16G buckets aborted in the allocator.
+  util::check_range("g_runtime_init", "npackets", attr.npackets, 1, size_t(1) << 32);
+  util::check_range("g_runtime_init", "match_buckets", attr.match_buckets, 1, size_t(1) << 30);
+  util::check_range("g_runtime_init", "cq_depth", attr.cq_depth, 2, size_t(1) << 30);
   if (attr.max_requests < 16 || attr.max_requests > (size_t(1) << 30))
     util::fail("g_runtime_init", "max_requests", std::to_string(attr.max_requests),
                "must be 16 .. 2^30");
@@ -103,6 +118,8 @@ runtime_impl::runtime_impl(const runtime_args& a, bool global)
       util::fail("g_runtime_init", "global runtime", "already active",
                  "call g_runtime_fina() before initialising it again");
   }
+  std::lock_guard<std::mutex> g(g_runtimes_lock);
+  g_runtimes.push_back(this);
 }
 
 // Settings that change the wire must agree everywhere. Every rank reads every rank's
@@ -136,6 +153,10 @@ void runtime_impl::check_agreement() {
 }
 
 runtime_impl::~runtime_impl() {
+  {
+    std::lock_guard<std::mutex> g(g_runtimes_lock);
+    std::erase(g_runtimes, this);
+  }
   if (is_global) {
     runtime_impl* self = this;
     g_runtime.compare_exchange_strong(self, nullptr);
@@ -177,13 +198,13 @@ void runtime_impl::deregister_memory(mr_impl* m) {
   delete m;
 }
 
+// Under the resource lock, so that free_device waits for the pass instead of freeing a
+// device it progresses; a try-lock, since the callers loop and another thread may hold the
+// lock for a collective allocation.
 void runtime_impl::progress_all() {
-  std::vector<device_impl*> devs;
-  {
-    std::lock_guard<std::mutex> g(lock_);
-    devs = devices_;
-  }
-  for (auto* d : devs) d->progress();
+  std::unique_lock<std::mutex> g(lock_, std::try_to_lock);
+  if (!g.owns_lock()) return;
+  for (auto* d : devices_) d->progress();
 }
 
 size_t runtime_impl::pending_operations() {
@@ -224,13 +245,27 @@ void runtime_impl::free_pool(packet_pool_impl* p) {
     if (d->pool == p)
       util::fail("free_packet_pool", "packet_pool", util::to_hex(p),
                  "device " + std::to_string(d->index) + " still uses it");
+  auto it = std::find(pools_.begin(), pools_.end(), p);
+  if (it == pools_.end())
+    util::fail("free_packet_pool", "packet_pool", util::to_hex(p), "not a pool of this runtime");
   if (p->available() != p->npackets())
     util::fail("free_packet_pool", "packet_pool", util::to_hex(p),
                std::to_string(p->npackets() - p->available()) + " packets are still in use");
-  pools_.erase(std::find(pools_.begin(), pools_.end(), p));
+  pools_.erase(it);
   for (size_t i = 0; i < pool_index_.size(); ++i)
     if (pool_index_.get(i) == p) pool_index_.put(i, nullptr);
   delete p;
+}
+
+bool runtime_impl::has_pool(const packet_pool_impl* p) {
+  std::lock_guard<std::mutex> g(lock_);
+  return std::find(pools_.begin(), pools_.end(), p) != pools_.end();
+}
+
+bool runtime_impl::has_engine(const matching_engine_impl* e) const {
+  for (size_t i = 0; i < engines_.size(); ++i)
+    if (engines_.get(i) == e) return true;
+  return false;
 }
 
 packet_pool_impl* runtime_impl::pool_owning(const void* ptr) const {
@@ -248,6 +283,8 @@ matching_engine_impl* runtime_impl::alloc_engine(size_t nbuckets, make_key_fn_t 
 }
 
 void runtime_impl::free_engine(matching_engine_impl* e) {
+  if (!has_engine(e))
+    util::fail("free_matching_engine", "engine", util::to_hex(e), "not an engine of this runtime");
   if (e == default_engine || e->id() == internal_engine_id)
     util::fail("free_matching_engine", "engine", std::to_string(e->id()),
                "the runtime's own engines are freed with the runtime");

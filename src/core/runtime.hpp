@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -70,6 +71,8 @@ class runtime_impl {
   uint32_t engine_count() const { return uint32_t(engines_.size()); }
   // Lock-free: put_upacket and packet sends call it on their critical path.
   packet_pool_impl* pool_owning(const void* p) const;
+  bool has_pool(const packet_pool_impl* p);
+  bool has_engine(const matching_engine_impl* e) const;
   // Completion objects still registered, so free_comp can deregister them.
   void forget_comp(comp_impl* c);
 
@@ -110,5 +113,7 @@ class runtime_impl {
 // when none is active (before g_runtime_init or after g_runtime_fina).
 runtime_impl* resolve_runtime(runtime_t rt, const char* call);
 runtime_impl* global_runtime();
+// The first live runtime for which `pred` holds (under the registry's lock), or nullptr.
+runtime_impl* find_runtime(const std::function<bool(runtime_impl&)>& pred);
 
 }  // namespace weft::detail

@@ -14,6 +14,9 @@ namespace weft::detail {
 packet_pool_impl::packet_pool_impl(size_t packet_size, size_t npackets)
     : packet_size_(packet_size),
       npackets_(npackets),
+      pow2_((packet_size & (packet_size - 1)) == 0),
+      shift_(unsigned(__builtin_ctzll(packet_size))),
+      out_(new std::atomic<uint8_t>[npackets ? npackets : 1]()),
       cache_max_(std::min<size_t>(32, npackets / 64)),
       deques_(64) {
   region_ =
@@ -22,9 +25,24 @@ packet_pool_impl::packet_pool_impl(size_t packet_size, size_t npackets)
     util::fail("alloc_packet_pool", "npackets", std::to_string(npackets), "out of memory");
   deque& d = local();
   for (size_t i = 0; i < npackets; ++i) d.push_back(region_ + i * packet_size);
+  util::add_thread_exit_hook(this, [](void* pool, size_t idx) {
+    static_cast<packet_pool_impl*>(pool)->thread_exited(idx);
+  });
+}
+
+// A thread's private stack goes back into its deque, where others can steal it, before its
+// index passes to a new thread.
+void packet_pool_impl::thread_exited(size_t idx) {
+  deque* d = deques_.get(idx);
+  if (!d) return;
+  util::lock_guard<util::spinlock> g(d->lock);
+  const size_t n = d->cached.load(std::memory_order_relaxed);
+  for (size_t i = 0; i < n; ++i) d->push_back(d->cache[i]);
+  d->cached.store(0, std::memory_order_relaxed);
 }
 
 packet_pool_impl::~packet_pool_impl() {
+  util::remove_thread_exit_hook(this);
   for (size_t i = 0; i < deques_.size(); ++i) delete deques_.get(i);
   std::free(region_);
 }
@@ -62,7 +80,7 @@ void* packet_pool_impl::get() {
   deque& d = local();
   if (size_t n = d.cached.load(std::memory_order_relaxed)) {
     d.cached.store(n - 1, std::memory_order_relaxed);
-    return d.cache[n - 1];
+    return handed_out(d.cache[n - 1]);
   }
   for (int attempt = 0; attempt < 2; ++attempt) {
     {
@@ -72,7 +90,7 @@ void* packet_pool_impl::get() {
         size_t n = 0;
         while (n < cache_max_ / 2 && d.count) d.cache[n++] = d.pop_back();
         d.cached.store(n, std::memory_order_relaxed);
-        return p;
+        return handed_out(p);
       }
     }
     if (!steal_into(d)) {
@@ -82,7 +100,7 @@ void* packet_pool_impl::get() {
         if (!v || v == &d || !v->lock.try_lock()) continue;
         void* p = v->pop_back();
         v->lock.unlock();
-        if (p) return p;
+        if (p) return handed_out(p);
       }
       return nullptr;
     }
@@ -90,7 +108,15 @@ void* packet_pool_impl::get() {
   return nullptr;
 }
 
-void packet_pool_impl::put(void* packet) {
+void packet_pool_impl::refuse_return(const void* p, const char* call) const {
+  util::fail(call, "packet", util::to_hex(p),
+             "this packet is already back in its pool (returned twice, or never handed out)");
+}
+
+void packet_pool_impl::put(void* packet, const char* call) {
+  std::atomic<uint8_t>& o = out(packet);
+  if (o.load(std::memory_order_relaxed) != 1) refuse_return(packet, call);
+  o.store(0, std::memory_order_relaxed);
   deque& d = local();
   size_t n = d.cached.load(std::memory_order_relaxed);
   if (n < cache_max_) {

@@ -9,6 +9,10 @@
 // npackets / 64 (and at most 32) packets and trades half of them with the deque when it
 // runs empty or full; stealers cannot reach it, so a thread that stops using the pool
 // keeps at most that many packets out of circulation.
+//
+// Each packet has an "out" byte: set by get, cleared by put, which refuses a packet that is
+// not out (returned twice, or never handed out) instead of handing it out twice later. The
+// byte travels with the packet's owner (plain loads and stores, no locked instruction).
 #pragma once
 
 #include <atomic>
@@ -27,7 +31,9 @@ class packet_pool_impl {
   ~packet_pool_impl();
 
   void* get();
-  void put(void* packet);
+  // Returns a packet; `call` names the public call in the error for a packet that is not
+  // out (a double return).
+  void put(void* packet, const char* call = "put_upacket");
   bool owns(const void* p) const {
     auto c = static_cast<const char*>(p);
     return c >= region_ && c < region_ + packet_size_ * npackets_;
@@ -64,8 +70,23 @@ class packet_pool_impl {
   }
   deque& make_local(size_t idx);  // a thread's first use
   bool steal_into(deque& mine);
+  void thread_exited(size_t idx);
+
+  std::atomic<uint8_t>& out(const void* p) {
+    const size_t off = size_t(static_cast<const char*>(p) - region_);
+    return out_[pow2_ ? off >> shift_ : off / packet_size_];
+  }
+  // The pool's own tail of get: marks the packet out.
+  void* handed_out(void* p) {
+    if (p) out(p).store(1, std::memory_order_relaxed);
+    return p;
+  }
+  [[noreturn, gnu::cold]] void refuse_return(const void* p, const char* call) const;
 
   size_t packet_size_, npackets_;
+  bool pow2_;       // packet_size is a power of two (the runtime's pools always are) ...
+  unsigned shift_;  // ... and this its log2: a packet's index without a division
+  std::unique_ptr<std::atomic<uint8_t>[]> out_;
   size_t cache_max_;  // private stack bound: npackets / 64, at most 32
   char* region_;
   util::mpmc_array<deque*> deques_;

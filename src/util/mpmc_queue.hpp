@@ -11,10 +11,10 @@
 
 namespace weft::util {
 
+// The smallest power of two >= n; n must be at most 2^63 (callers check their sizes).
 inline size_t round_up_pow2(size_t n) {
-  size_t p = 1;
-  while (p < n) p <<= 1;
-  return p;
+  if (n <= 1) return 1;
+  return size_t(1) << (64 - __builtin_clzll(n - 1));
 }
 
 template <typename T>

@@ -236,6 +236,11 @@ int main(void) {
   rs = finish(rs, sync);
   CHECK(rs.errorcode == WEFT_DONE && rs.size == 10);
   CHECK(memcmp(b1, "abc", 3) == 0 && memcmp(b2, "defg", 4) == 0 && memcmp(b3, "hij", 3) == 0);
+  /* A count without a list is refused, naming the list. */
+  weft_comm_opts_init(&o);
+  o.buffers = NULL;
+  o.nbuffers = 1000;
+  REFUSED(weft_post_send_x(to, NULL, 0, 12, NULL, &o, &ss), "buffers = nullptr");
 
   /* Cancel a receive nobody sends to. */
   int cancelled = 0;

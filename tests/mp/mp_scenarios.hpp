@@ -16,3 +16,6 @@ int scenario_quiet_peer();
 int scenario_expel();
 int scenario_exit_on_death();
 int scenario_idle();
+int scenario_runtimes_free();
+int scenario_am_in_flight();
+int scenario_dereg_free();

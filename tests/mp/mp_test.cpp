@@ -104,7 +104,7 @@ int scenario_order() {
     if (s.error.is_done()) ++done_now;
   }
   // Sends that completed at once do not signal: top the synchronizer up to its threshold.
-  for (int i = 0; i < done_now; ++i) weft::comp_signal(ssync, weft::status_t{});
+  for (int i = 0; i < done_now; ++i) (void)weft::comp_signal(ssync, weft::status_t{});
   // The barrier's first message from `from` follows its sends in the same queue, so once
   // the barrier is through, the eager ones have arrived unexpected.
   weft::barrier();
@@ -120,7 +120,7 @@ int scenario_order() {
       immediate.push_back(s);
     }
   }
-  for (int i = 0; i < recv_done; ++i) weft::comp_signal(rsync, weft::status_t{});
+  for (int i = 0; i < recv_done; ++i) (void)weft::comp_signal(rsync, weft::status_t{});
   std::vector<weft::status_t> st(static_cast<size_t>(k));
   wait_sync(rsync, st.data());
   wait_sync(ssync, nullptr);
@@ -220,7 +220,7 @@ int scenario_threads(bool dedicated) {
       weft::status_t s =
           weft::post_recv_x(from, rbufs[size_t(i)].data(), sz, weft::tag_t(t * 100000 + i), rsync)
               .device(dev)();
-      if (s.error.is_done()) weft::comp_signal(rsync, s);  // matched a send that came first
+      if (s.error.is_done()) (void)weft::comp_signal(rsync, s);  // matched a send that came first
     }
     int am_got = 0;
     auto drain_am = [&] {  // check and free every active message that has arrived
@@ -700,8 +700,8 @@ int scenario_peer_death() {
   weft::status_t a = weft::post_recv(other, in.data(), in.size(), 9, s2);
   weft::status_t b =
       post_until([&] { return weft::post_send(other, out.data(), out.size(), 9, s2); });
-  if (a.error.is_done()) weft::comp_signal(s2, a);
-  if (b.error.is_done()) weft::comp_signal(s2, b);
+  if (a.error.is_done()) (void)weft::comp_signal(s2, a);
+  if (b.error.is_done()) (void)weft::comp_signal(s2, b);
   wait_sync(s2, nullptr);
   CHECK_EQ(verify(in.data(), in.size(), size_t(other)), SIZE_MAX);
   weft::free_comp(&s2);
@@ -765,6 +765,9 @@ int main(int argc, char** argv) {
       {"expel", scenario_expel},
       {"exit_on_death", scenario_exit_on_death},
       {"idle", scenario_idle},
+      {"runtimes_free", scenario_runtimes_free},
+      {"am_in_flight", scenario_am_in_flight},
+      {"dereg_free", scenario_dereg_free},
       {"burst_send", [] { return scenario_burst(false); }},
       {"burst_am", [] { return scenario_burst(true); }}};
   auto it = table.find(s);

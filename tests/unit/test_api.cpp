@@ -1,5 +1,7 @@
 // The API in one process without a launcher: rank 0 of 1, sending to itself.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -76,6 +78,71 @@ TEST_F(Api, BadAttributesAreRefusedWithNameAndValue) {
   }
   EXPECT_THROW(weft::alloc_runtime_x().eager_size(100000)(), weft::fatal_error);
   EXPECT_THROW(weft::g_runtime_init(), weft::fatal_error);  // already active
+}
+
+// The argument a call refuses, or "" when it accepts.
+template <typename Fn>
+std::string refused_argument(Fn&& fn) {
+  try {
+    fn();
+  } catch (const weft::fatal_error& e) {
+    return e.argument();
+  }
+  return "";
+}
+
+// Absurd sizes fail at once, naming the argument: they used to loop for ever rounding up
+// to a power of two, abort in the allocator, or throw std::bad_alloc.
+TEST_F(Api, AbsurdSizesAreRefusedAtTheCall) {
+  const size_t huge = SIZE_MAX / 2 + 2, big = size_t(1) << 40;
+  EXPECT_EQ(refused_argument([&] { weft::alloc_cq_x().depth(huge)(); }), "depth");
+  EXPECT_EQ(refused_argument([&] { weft::alloc_cq_x().depth(big)(); }), "depth");
+  EXPECT_EQ(refused_argument([&] { weft::alloc_matching_engine_x().nbuckets(huge)(); }),
+            "nbuckets");
+  EXPECT_EQ(refused_argument([&] { weft::alloc_device_x().inbox_depth(SIZE_MAX)(); }),
+            "inbox_depth");
+  EXPECT_EQ(refused_argument([&] { weft::alloc_runtime_x().match_buckets(SIZE_MAX)(); }),
+            "match_buckets");
+  EXPECT_EQ(refused_argument([&] { weft::alloc_runtime_x().cq_depth(SIZE_MAX)(); }), "cq_depth");
+  EXPECT_EQ(refused_argument([&] { weft::alloc_packet_pool_x().npackets(huge)(); }), "npackets");
+  // In range, but more memory than there is: Weft's error, not std::bad_alloc.
+  EXPECT_EQ(refused_argument([&] { weft::alloc_runtime_x().max_requests(size_t(1) << 30)(); }),
+            "runtime attributes");
+  EXPECT_EQ(refused_argument(
+                [&] { weft::alloc_packet_pool_x().packet_size(size_t(1) << 30).npackets(1000)(); }),
+            "npackets");
+  weft::g_runtime_fina();
+  for (const char* v : {"18446744073709551615", "16G"}) {
+    setenv("WEFT_MATCH_BUCKETS", v, 1);
+    EXPECT_EQ(refused_argument([] { weft::g_runtime_init(); }), "match_buckets") << v;
+    if (!weft::get_g_runtime().is_empty()) weft::g_runtime_fina();
+  }
+  unsetenv("WEFT_MATCH_BUCKETS");
+  setenv("WEFT_CQ_DEPTH", "18446744073709551615", 1);
+  EXPECT_EQ(refused_argument([] { weft::g_runtime_init(); }), "cq_depth");
+  unsetenv("WEFT_CQ_DEPTH");
+  weft::g_runtime_init();
+}
+
+// Silently accepted once: each is refused naming the argument.
+TEST_F(Api, BadArgumentsAreRefusedNamingThem) {
+  char buf[8];
+  EXPECT_EQ(refused_argument([&] {
+              (void)weft::post_comm_x(weft::direction_t(7), 0, buf, sizeof(buf), weft::comp_t{})();
+            }),
+            "direction");
+  EXPECT_EQ(refused_argument([&] {
+              (void)weft::post_send_x(0, nullptr, 0, 1, weft::comp_t{}).buffers(nullptr, 3)();
+            }),
+            "buffers");
+  EXPECT_EQ(refused_argument([&] { (void)weft::cancel_recv(99, buf, 1, weft::comp_t{}); }), "rank");
+  // Memory that is not mapped cannot be registered.
+  const size_t page = size_t(sysconf(_SC_PAGESIZE));
+  void* gone = mmap(nullptr, 4 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(gone, MAP_FAILED);
+  munmap(static_cast<char*>(gone) + page, page);  // a hole in the middle
+  EXPECT_EQ(refused_argument([&] { weft::register_memory(gone, 4 * page); }), "base");
+  munmap(gone, 4 * page);
 }
 
 TEST_F(Api, EnvironmentGivesDefaults) {
@@ -296,6 +363,66 @@ TEST_F(Api, AReceiveForAnArrivedMessageSucceedsWithTheTableFull) {
   weft::free_comp(&sync);
   weft::free_device(&d);
   weft::free_runtime(&rt);
+}
+
+// Testers and signallers at once: every signal is taken by exactly one successful test.
+// (ThreadSanitizer cannot see a double take: the fields are atomics. The count can.)
+TEST_F(Api, ConcurrentSyncTestsTakeEachSignalExactlyOnce) {
+  weft::comp_t sync = weft::alloc_sync();
+  constexpr int kSignals = 200000;
+  std::atomic<int> taken{0}, signalled{0};
+  std::atomic<bool> stop{false}, give_up{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t)
+    threads.emplace_back([&] {
+      for (int i = 0; i < kSignals / 2; ++i) {
+        weft::status_t s;
+        s.error = weft::errorcode_t::done;
+        s.tag = weft::tag_t(i);
+        (void)weft::comp_signal(sync, s);
+        signalled.fetch_add(1);
+      }
+    });
+  for (int t = 0; t < 2; ++t)
+    threads.emplace_back([&] {
+      while ((!stop.load() || taken.load() < signalled.load()) && !give_up.load()) {
+        weft::status_t s;
+        if (weft::sync_test(sync, &s)) taken.fetch_add(1);
+        if (taken.load() > kSignals) return;
+      }
+    });
+  threads[0].join();
+  threads[1].join();
+  stop = true;
+  for (int i = 0; i < 1000000 && taken.load() < kSignals; ++i) std::this_thread::yield();
+  give_up = true;  // a lost signal would keep the testers waiting for ever
+  threads[2].join();
+  threads[3].join();
+  EXPECT_EQ(taken.load(), kSignals);
+  EXPECT_FALSE(weft::sync_test(sync, nullptr));
+  weft::free_comp(&sync);
+}
+
+// A handler inside progress that signals a full queue gets retry instead of spinning.
+TEST_F(Api, AHandlerSignallingAFullQueueReturns) {
+  weft::comp_t cq = weft::alloc_cq_x().depth(2)();
+  weft::status_t fill;
+  fill.error = weft::errorcode_t::done;
+  ASSERT_TRUE(weft::comp_signal(cq, fill).is_done());
+  ASSERT_TRUE(weft::comp_signal(cq, fill).is_done());
+  std::atomic<int> answer{-1};
+  weft::comp_t h = weft::alloc_handler([&](weft::status_t s) {
+    std::free(s.buf);
+    answer = int(weft::comp_signal(cq, fill).errorcode);
+  });
+  weft::rcomp_t rc = weft::register_rcomp(h);
+  int v = 1;
+  ASSERT_TRUE(weft::post_am(0, &v, sizeof(v), weft::comp_t{}, rc).error.is_done());
+  for (int i = 0; i < 1000 && answer.load() < 0; ++i) weft::progress();
+  EXPECT_EQ(answer.load(), int(weft::errorcode_t::retry_nomem));
+  for (int i = 0; i < 2; ++i) EXPECT_TRUE(weft::cq_pop(cq).error.is_done());
+  weft::free_comp(&h);
+  weft::free_comp(&cq);
 }
 
 TEST_F(Api, AllowDoneFalseSignalsInstead) {

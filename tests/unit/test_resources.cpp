@@ -1,6 +1,7 @@
 // Resources under contention: every item goes through exactly once, nothing is lost.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <set>
@@ -17,6 +18,7 @@
 #include "util/mpmc_array.hpp"
 #include "util/mpmc_queue.hpp"
 #include "util/small_copy.hpp"
+#include "util/thread_index.hpp"
 
 using namespace weft;
 using namespace weft::detail;
@@ -187,16 +189,65 @@ TEST(PacketPool, PacketsPutByOneThreadReachAnotherButThePrivateStack) {
   std::vector<void*> all;
   while (void* p = pool.get()) all.push_back(p);
   ASSERT_EQ(all.size(), n);
-  std::thread([&] {
+  std::atomic<int> stage{0};
+  std::thread other([&] {
     for (void* p : all) pool.put(p);
-  }).join();
+    stage = 1;
+    while (stage.load() != 2) std::this_thread::yield();  // alive: its stack stays private
+  });
+  while (stage.load() != 1) std::this_thread::yield();
   EXPECT_EQ(pool.available(), n);
   std::set<void*> again;
   while (void* p = pool.get()) ASSERT_TRUE(again.insert(p).second) << "packet handed out twice";
   EXPECT_GE(again.size(), n - bound);
   EXPECT_LT(again.size(), n);  // the other thread's stack is private: not reachable here
+  stage = 2;
+  other.join();  // and once it has exited, its stack is back in circulation
+  while (void* p = pool.get()) ASSERT_TRUE(again.insert(p).second) << "packet handed out twice";
+  EXPECT_EQ(again.size(), n);
   for (void* p : again) pool.put(p);
   EXPECT_EQ(pool.available(), n);
+}
+
+// Threads that come and go, each taking and returning packets: their indexes are reused
+// and their private stacks come back, so the pool still serves every packet.
+TEST(PacketPool, ShortLivedThreadsStrandNoPackets) {
+  const size_t n = 256;
+  packet_pool_impl pool(128, n);
+  for (int t = 0; t < 1000; ++t) {
+    std::thread([&] {
+      void* got[8];
+      for (auto& p : got) ASSERT_NE(p = pool.get(), nullptr);
+      for (void* p : got) pool.put(p);
+    }).join();
+  }
+  std::set<void*> all;
+  while (void* p = pool.get()) ASSERT_TRUE(all.insert(p).second) << "packet handed out twice";
+  EXPECT_EQ(all.size(), n);
+  for (void* p : all) pool.put(p);
+  size_t max_index = 0;
+  for (int t = 0; t < 8; ++t)
+    std::thread([&] { max_index = std::max(max_index, weft::util::thread_index()); }).join();
+  EXPECT_LT(max_index, 8u);  // indexes of exited threads are given out again
+}
+
+TEST(PacketPool, ADoubleReturnIsRefused) {
+  packet_pool_impl pool(128, 4);
+  void* p = pool.get();
+  ASSERT_NE(p, nullptr);
+  pool.put(p);
+  try {
+    pool.put(p);
+    FAIL() << "a packet returned twice was accepted";
+  } catch (const weft::fatal_error& e) {
+    EXPECT_NE(std::string(e.what()).find("put_upacket: packet = 0x"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("returned twice"), std::string::npos) << e.what();
+  }
+  std::set<void*> all;
+  while (void* q = pool.get()) ASSERT_TRUE(all.insert(q).second) << "packet handed out twice";
+  EXPECT_EQ(all.size(), 4u);
+  for (void* q : all) pool.put(q);
 }
 
 TEST(SmallCopy, EveryLengthUpToSixtyFourCopiesExactlyAndNothingElse) {
