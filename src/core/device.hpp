@@ -1,5 +1,7 @@
 // A device: one network device of the backend plus the request slab and backlog queue of
-// the operations posted on it. Threads on different devices share no lock on the critical
+// the operations posted on it. Threads on different devices share no lock in here or in the
+// backend (a matching engine and a packet pool are shared unless each device has its own;
+// see docs/concepts.md, "What threads share"). No lock on the critical
 // path. The device is also the backend's sink: it turns arrivals into matches, copies and
 // completion signals (the progress engine of the paper's Figure 1).
 #pragma once
@@ -26,6 +28,7 @@ class packet_pool_impl;
 namespace backlog_work {
 struct post {  // a post whose caller refused retry, tried again as it was given
   comm_args args;
+  void* owned;  // a copy of the caller's buffer (a send without a completion object)
 };
 struct signal {  // a completion object that could not take its signal (a full queue)
   comp_impl* comp;
@@ -117,6 +120,7 @@ class device_impl final : public net::sink {
   status_t post_list_rma(const comm_args& a, size_t total);
   request* alloc_outgoing(const comm_args& a, bool is_am);
   status_t retry_or_backlog(const comm_args& a, errorcode_t code);
+  bool copied_if_backlogged(const comm_args& a) const;
   // The receiving side of a match: a posted receive's request, or a receive being posted.
   struct recv_side {
     void* buf;
@@ -136,10 +140,12 @@ class device_impl final : public net::sink {
   void wire_error(int rank, const std::string& what);
   void periodic_check();
   void check_peers();
+  errorcode_t failure_with(int rank);
   void fail_peer(int rank);
 
   std::unique_ptr<std::atomic<bool>[]> dead_;
   std::atomic<int64_t> next_peer_check_ns_{0};
+  std::atomic<bool> retried_{false};  // a post answered retry since the last periodic check
   util::spinlock fatal_lock_;
   std::atomic<bool> has_fatal_wire_error_{false};
   std::string fatal_wire_error_;

@@ -1,5 +1,6 @@
 // Posting: argument checks, then protocol choice by size (inject / eager in one message,
 // rendezvous above the eager limit) and the hand-off to the backend.
+#include <cstdlib>
 #include <cstring>
 
 #include "comp/comp.hpp"
@@ -61,6 +62,11 @@ void device_impl::refuse_post(const comm_args& a) {
         call, "remote_comp", std::to_string(a.remote_comp),
         "unknown remote completion handle (" + std::to_string(rt.rcomp_count()) + " registered)");
   if (peer_dead(a.rank)) util::fail(call, "rank", std::to_string(a.rank), net->why_gone(a.rank));
+  if (!a.allow_retry && !a.local_comp.p && !a.internal)
+    util::fail(call, "local_comp", "empty",
+               "with allow_retry(false) the operation may wait in the backlog and use the buffer "
+               "after the call returns; without a completion object nobody learns when it is "
+               "done (only eager sends and active messages are copied for that)");
   util::fail(call, "arguments", "?", "refused without a reason (a check in post is missing here)");
 }
 
@@ -70,7 +76,8 @@ status_t device_impl::post(const comm_args& a) {
       (a.local_comp.p && a.local_comp.p->kind == comp_kind::graph) ||
       uint8_t(a.matching_policy) > uint8_t(matching_policy_t::rank_tag) ||
       uint8_t(a.direction) > uint8_t(direction_t::IN) || (a.nbuffers && !a.buffers) ||
-      (a.nremote_buffers && !a.remote_buffers))
+      (a.nremote_buffers && !a.remote_buffers) ||
+      (!a.allow_retry && !a.local_comp.p && !a.internal && !copied_if_backlogged(a)))
     refuse_post(a);
   if (a.buffers || a.remote_buffers) return post_list(a);
   if (a.has_remote_buffer) return post_rma(a);
@@ -82,20 +89,41 @@ status_t device_impl::post(const comm_args& a) {
   return post_out(a);
 }
 
+// A send or active message of at most the eager size, from a plain buffer: copied when it
+// goes to the backlog without a completion object (the caller cannot learn when it left).
+bool device_impl::copied_if_backlogged(const comm_args& a) const {
+  return a.direction == direction_t::OUT && !a.has_remote_buffer && !a.buffers &&
+         !a.remote_buffers && a.size <= eager_limit;
+}
+
 // A post that cannot go now: retry, or with allow_retry(false) into the backlog. A user's
 // post finds the backlog closed at backlog_size and gets retry_backlog even then (the
 // documented bound); Weft's own posts go in up to the hard capacity.
 status_t device_impl::retry_or_backlog(const comm_args& a, errorcode_t code) {
+  // A caller retrying waits on the peer as much as a pending operation does: the periodic
+  // check looks at the peers then too (a dead peer's full queue, or a key its dead owner
+  // will never send, would otherwise be retried for ever).
+  if (!retried_.load(std::memory_order_relaxed)) retried_.store(true, std::memory_order_relaxed);
   if (a.allow_retry) return immediate(a, code);
   if (!a.internal && backlog_over()) return immediate(a, errorcode_t::retry_backlog);
-  backlog_work::post p{a};
+  backlog_work::post p{a, nullptr};
   p.args.allow_retry = true;
   p.args.allow_done = true;
   p.args.internal = true;  // its place in the backlog is already taken
   comp_impl* c = a.local_comp.p;
+  if (!c && !a.buffer_is_packet && a.size) {  // nobody will learn when it left: copy it
+    p.owned = util::allocating(a.call_name, "size", a.size, [&] {
+      void* b = std::malloc(a.size);
+      if (!b) throw std::bad_alloc();
+      return b;
+    });
+    memcpy(p.owned, a.local_buffer, a.size);
+    p.args.local_buffer = p.owned;
+  }
   if (c) c->pending.fetch_add(1, std::memory_order_relaxed);
   if (!backlog.push(p)) {
     if (c) c->pending.fetch_sub(1, std::memory_order_relaxed);
+    std::free(p.owned);
     return immediate(a, errorcode_t::retry_backlog);
   }
   return immediate(a, errorcode_t::posted_backlog);
@@ -256,6 +284,13 @@ status_t device_impl::post_in(const comm_args& a) {
   const uint64_t key = e->make_key(a.rank, a.tag, a.matching_policy);
   const uint8_t pol = e->stored_policy(a.matching_policy);
   const recv_side mine{a.local_buffer, a.size, a.local_comp.p, a.user_context, false};
+  // A receive from a peer known dead takes what it sent before it died, and is otherwise
+  // refused: posted, it would wait for ever (its receives were failed when it died).
+  if (policy_has_rank(a.matching_policy) && peer_dead(a.rank)) {
+    if (auto* m = static_cast<request*>(e->take(key, pol, entry_type::send)))
+      return match_arrived(mine, m, &a);
+    refuse_post(a);
+  }
   if (!a.allow_posted) {
     auto* m = static_cast<request*>(e->take(key, pol, entry_type::send));
     if (!m) return immediate(a, errorcode_t::retry);

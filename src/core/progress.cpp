@@ -124,6 +124,7 @@ bool device_impl::retry_work(backlog_work::post& p) {
     s.user_context = p.args.user_context;
   }
   if (s.error.is_retry()) return false;
+  std::free(p.owned);  // sent (an eager send's buffer is reusable once it is out)
   if (c) c->pending.fetch_sub(1, std::memory_order_relaxed);
   if (s.error.is_done()) s.error = errorcode_t::done_backlog;
   if (!s.error.is_posted()) complete(c, s, false);
@@ -166,7 +167,8 @@ error_t device_impl::progress() {
   n += net->poll(*this, 32);
   // The periodic check, every 50 ms: looked for at every progress while operations wait,
   // and at every 1024th of a thread otherwise (an idle loop reads no clock per call).
-  if (slab.in_use() || !backlog.empty() || (polls & 1023) == 0) {
+  if (slab.in_use() || !backlog.empty() || (polls & 1023) == 0 ||
+      retried_.load(std::memory_order_relaxed)) {
     int64_t now = coarse_now_ns();
     int64_t due = next_peer_check_ns_.load(std::memory_order_relaxed);
     // One thread claims each check; the others go on.
@@ -459,18 +461,29 @@ bool device_impl::arrive_rts(int rank, const wire_header& h, const rts_body& b) 
   return true;
 }
 
+// Why an access that the backend reports failed, failed: the peer is gone, or (alive) the
+// region was refused.
+errorcode_t device_impl::failure_with(int rank) {
+  return peer_dead(rank) || !net->peer_alive(rank) ? errorcode_t::error_peer_dead
+                                                   : errorcode_t::error_region;
+}
+
 void device_impl::on_put_local_done(void* ctx, bool ok) {
   const uint64_t h = uint64_t(reinterpret_cast<uintptr_t>(ctx));
-  if (request* s = slab.lookup(h, req_kind::rdv_send))
-    finish_request(s, ok ? errorcode_t::done : errorcode_t::error);
-  else if (request* r = slab.lookup(h, req_kind::rma))
-    finish_request(r, ok ? errorcode_t::done : errorcode_t::error_region);
+  if (request* s = slab.lookup(h, req_kind::rdv_send)) {
+    finish_request(s, ok ? errorcode_t::done
+                      : peer_dead(s->rank) || !net->peer_alive(s->rank)
+                          ? errorcode_t::error_peer_dead
+                          : errorcode_t::error);
+  } else if (request* r = slab.lookup(h, req_kind::rma)) {
+    finish_request(r, ok ? errorcode_t::done : failure_with(r->rank));
+  }
   // else it failed meanwhile (dead peer)
 }
 
 void device_impl::on_get_done(void* ctx, bool ok) {
   if (request* r = slab.lookup(uint64_t(reinterpret_cast<uintptr_t>(ctx)), req_kind::rma))
-    finish_request(r, ok ? errorcode_t::done : errorcode_t::error_region);
+    finish_request(r, ok ? errorcode_t::done : failure_with(r->rank));
 }
 
 // A user put's or get's notification for a completion object that cannot take it now
@@ -529,9 +542,11 @@ void device_impl::finish_request(request* q, errorcode_t code) {
 // Peers that died (or, on the network, were silent too long or expelled this rank), what a
 // dead peer left half done in the backend, and the launcher.
 void device_impl::periodic_check() {
-  // Peers are checked while something waits on them, or when the backend has news: an idle
-  // device would otherwise warn about every peer that finished before it.
-  if (slab.in_use() || !backlog.empty() || net->peers_changed()) check_peers();
+  // Peers are checked while something waits on them (an operation, or a caller retrying),
+  // or when the backend has news: an idle device would otherwise warn about every peer
+  // that finished before it.
+  const bool retried = retried_.load(std::memory_order_relaxed) && retried_.exchange(false);
+  if (slab.in_use() || !backlog.empty() || retried || net->peers_changed()) check_peers();
   net->repair();
   if (!rt.boot->launcher_alive())
     util::fail("progress", "launcher", rt.boot->name(),

@@ -157,6 +157,10 @@ runtime_impl::~runtime_impl() {
     std::lock_guard<std::mutex> g(g_runtimes_lock);
     std::erase(g_runtimes, this);
   }
+  const uint64_t dropped = wire_errors_.load(), shown = wire_errors_shown_.load();
+  if (dropped > 10 && dropped > shown)
+    util::log_message(util::log_level::error, "rank %d: %llu messages dropped in all", boot->rank(),
+                      static_cast<unsigned long long>(dropped));
   if (is_global) {
     runtime_impl* self = this;
     g_runtime.compare_exchange_strong(self, nullptr);
@@ -314,9 +318,30 @@ void runtime_impl::forget_comp(comp_impl* c) {
     if (auto* e = rcomps_.get(i); e && e->comp == c) rcomps_.put(i, nullptr);
 }
 
+// A handler the program set sees every error. The default log keeps its first lines, then
+// says once a second how many more came: messages to a freed queue under traffic once
+// logged 400 000 lines.
 void runtime_impl::report_wire_error(int peer, const std::string& what) {
-  auto fn = error_handler.load(std::memory_order_acquire);
-  (fn ? fn : default_error_handler)(wire_error_t{rank(), peer, what});
+  if (auto fn = error_handler.load(std::memory_order_acquire)) {
+    fn(wire_error_t{rank(), peer, what});
+    return;
+  }
+  constexpr uint64_t first_lines = 10;
+  const uint64_t n = wire_errors_.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (n <= first_lines) {
+    default_error_handler(wire_error_t{rank(), peer, what});
+    return;
+  }
+  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch())
+                          .count();
+  int64_t due = next_wire_summary_ns_.load(std::memory_order_relaxed);
+  if (now < due || !next_wire_summary_ns_.compare_exchange_strong(due, now + 1000000000)) return;
+  const uint64_t shown = wire_errors_shown_.exchange(n, std::memory_order_relaxed);
+  util::log_message(util::log_level::error,
+                    "rank %d: %llu more messages dropped since (the last from rank %d: %s)", rank(),
+                    static_cast<unsigned long long>(n - std::max(shown, first_lines)), peer,
+                    what.c_str());
 }
 
 }  // namespace weft::detail

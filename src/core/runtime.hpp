@@ -105,6 +105,9 @@ class runtime_impl {
   util::mpmc_array<matching_engine_impl*> engines_;
   util::mpmc_array<packet_pool_impl*> pool_index_;  // pools_, read without the lock
   std::vector<std::unique_ptr<rcomp_entry>> rcomp_storage_;
+  // The default wire-error log's counts (report_wire_error).
+  std::atomic<uint64_t> wire_errors_{0}, wire_errors_shown_{0};
+  std::atomic<int64_t> next_wire_summary_ns_{0};
   std::mutex mr_lock_;
   std::vector<mr_impl*> mrs_;
 };

@@ -217,3 +217,73 @@ int scenario_idle() {
     d.check("an error saying that the launcher died");
   }
 }
+
+// Rank 1 registers a region, hands it to rank 0 and is killed; rank 0, which has not noticed
+// yet, puts into it: the put fails as the peer's death (or the post is refused naming the
+// rank), never as a refused region or a system error of the copy.
+int scenario_rma_to_dead() {
+  const int me = weft::get_rank_me();
+  if (weft::get_rank_n() != 2) die("rma_to_dead needs 2 ranks");
+  constexpr size_t kSize = 16 << 20;
+  std::vector<char> region(kSize);
+  weft::comp_t cq = weft::alloc_cq();
+  weft::rcomp_t rc = weft::register_rcomp(cq);
+  weft::barrier();
+  if (me == 1) {
+    weft::mr_t mr = weft::register_memory(region.data(), kSize);
+    weft::rmr_t h = weft::get_rmr(mr);
+    post_until([&] { return weft::post_am(0, &h, sizeof(h), weft::comp_t{}, rc); });
+    wait_cq(cq);  // rank 0 has the handle
+    raise(SIGKILL);
+  }
+  weft::status_t hs = wait_cq(cq);
+  weft::rmr_t h;
+  memcpy(&h, hs.buf, sizeof(h));
+  std::free(hs.buf);
+  weft::comp_t done = weft::alloc_cq();
+  // A first put while rank 1 lives: the backends that fetch a key from its owner have it, so
+  // the next put goes to the wire.
+  weft::status_t first =
+      post_until([&] { return weft::post_put(1, region.data(), 8, done, 0, h); });
+  if (first.error.is_posted()) first = wait_cq(done);
+  CHECK(first.error.is_done());
+  uint64_t ok = 1;
+  post_until([&] { return weft::post_am(1, &ok, sizeof(ok), weft::comp_t{}, rc); });
+  sleep_s(0.5);  // rank 1 dies meanwhile; nothing here progresses, so nothing notices
+  weft::status_t s{};
+  std::string e = error_of(
+      [&] { s = post_until([&] { return weft::post_put(1, region.data(), kSize, done, 0, h); }); });
+  if (e.empty() && s.error.is_posted()) s = wait_cq(done);
+  printf("rank 0: put to the dead rank: %s\n", e.empty() ? s.error.get_str() : e.c_str());
+  if (e.empty()) {
+    CHECK_EQ(int(s.error.errorcode), int(weft::errorcode_t::error_peer_dead));
+    CHECK_EQ(s.rank, 1);
+  } else {
+    CHECK(contains(e, "rank = 1") && !contains(e, "No such process"));
+  }
+  finish_and_exit("rma_to_dead");
+}
+
+// Rank 1 floods a queue rank 0 has freed: every message is dropped and reported, but the
+// default log shows the first ten and then a count a second, not a line a message.
+int scenario_drop_flood() {
+  const int me = weft::get_rank_me();
+  if (weft::get_rank_n() != 2) die("drop_flood needs 2 ranks");
+  weft::comp_t gone = weft::alloc_cq(), marker = weft::alloc_cq();
+  weft::rcomp_t rgone = weft::register_rcomp(gone), rmarker = weft::register_rcomp(marker);
+  if (me == 0) weft::free_comp(&gone);
+  weft::barrier();
+  if (me == 1) {
+    uint64_t v = 0;
+    for (int i = 0; i < 20000; ++i)
+      post_until([&] { return weft::post_am(0, &v, sizeof(v), weft::comp_t{}, rgone); });
+    post_until([&] { return weft::post_am(0, &v, sizeof(v), weft::comp_t{}, rmarker); });
+    weft::free_comp(&gone);
+  } else {
+    weft::status_t s = wait_cq(marker);  // behind every dropped one in the lane
+    std::free(s.buf);
+  }
+  weft::barrier();
+  weft::free_comp(&marker);
+  return finish("drop_flood");
+}

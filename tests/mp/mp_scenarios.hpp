@@ -19,3 +19,5 @@ int scenario_idle();
 int scenario_runtimes_free();
 int scenario_am_in_flight();
 int scenario_dereg_free();
+int scenario_rma_to_dead();
+int scenario_drop_flood();

@@ -768,6 +768,8 @@ int main(int argc, char** argv) {
       {"runtimes_free", scenario_runtimes_free},
       {"am_in_flight", scenario_am_in_flight},
       {"dereg_free", scenario_dereg_free},
+      {"rma_to_dead", scenario_rma_to_dead},
+      {"drop_flood", scenario_drop_flood},
       {"burst_send", [] { return scenario_burst(false); }},
       {"burst_am", [] { return scenario_burst(true); }}};
   auto it = table.find(s);

@@ -14,14 +14,16 @@
 #   --each REGEX       the line each rank must print instead (extended regex, whole line;
 #                      @R@ stands for the rank)
 #   --log REGEX COUNT  the output must also have at least COUNT lines matching REGEX
+#   --log-at-most REGEX COUNT   ... and at most COUNT such lines
 set -u
-want_rc=0 ranks="" each="" logs=()
+want_rc=0 ranks="" each="" logs=() most=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --rc) want_rc=$2; shift 2 ;;
     --ranks) ranks=$2; shift 2 ;;
     --each) each=$2; shift 2 ;;
     --log) logs+=("$2" "$3"); shift 3 ;;
+    --log-at-most) most+=("$2" "$3"); shift 3 ;;
     *) break ;;
   esac
 done
@@ -58,6 +60,15 @@ while [ $# -ge 2 ]; do
   got=$(grep -Ec -- "$1" "$out")
   if [ "$got" -lt "$2" ]; then
     echo "expect_ranks: '$1' $got times, expected at least $2" >&2
+    status=1
+  fi
+  shift 2
+done
+set -- "${most[@]+"${most[@]}"}"
+while [ $# -ge 2 ]; do
+  got=$(grep -Ec -- "$1" "$out")
+  if [ "$got" -gt "$2" ]; then
+    echo "expect_ranks: '$1' $got times, expected at most $2" >&2
     status=1
   fi
   shift 2

@@ -425,6 +425,56 @@ TEST_F(Api, AHandlerSignallingAFullQueueReturns) {
   weft::free_comp(&cq);
 }
 
+// allow_retry(false) without a completion object: an eager active message that waits in
+// the backlog is a copy (the caller may reuse its buffer at once); an operation Weft could
+// not copy is refused, since nobody would learn when the buffer is free.
+TEST_F(Api, BackloggedWithoutACompletionObjectIsACopyOrRefused) {
+  weft::runtime_t rt = weft::alloc_runtime_x().inbox_depth(2)();
+  weft::device_t d = weft::alloc_device_x().runtime(rt)();
+  weft::comp_t cq = weft::alloc_cq_x().runtime(rt)();
+  weft::rcomp_t rc = weft::register_rcomp_x(cq).runtime(rt)();
+  uint64_t v = 1;
+  weft::status_t s;
+  do {  // fill the inbox
+    s = weft::post_am_x(0, &v, 8, weft::comp_t{}, rc).device(d).runtime(rt)();
+  } while (s.error.is_done());
+  v = 77;
+  s = weft::post_am_x(0, &v, 8, weft::comp_t{}, rc).device(d).runtime(rt).allow_retry(false)();
+  ASSERT_EQ(int(s.error.errorcode), int(weft::errorcode_t::posted_backlog));
+  v = 99;  // reused at once: the backlog holds a copy
+  bool seen = false;
+  for (int i = 0; i < 10000 && !seen; ++i) {
+    weft::progress_x().device(d)();
+    for (weft::status_t r = weft::cq_pop(cq); r.error.is_done(); r = weft::cq_pop(cq)) {
+      uint64_t got;
+      memcpy(&got, r.buf, 8);
+      std::free(r.buf);
+      EXPECT_NE(got, 99u);
+      seen |= got == 77;
+    }
+  }
+  EXPECT_TRUE(seen);
+  std::vector<char> big(1 << 20);
+  char small[8];
+  EXPECT_EQ(refused_argument([&] {
+              (void)weft::post_send_x(0, big.data(), big.size(), 1, weft::comp_t{})
+                  .device(d)
+                  .runtime(rt)
+                  .allow_retry(false)();
+            }),
+            "local_comp");
+  EXPECT_EQ(refused_argument([&] {
+              (void)weft::post_recv_x(0, small, 8, 1, weft::comp_t{})
+                  .device(d)
+                  .runtime(rt)
+                  .allow_retry(false)();
+            }),
+            "local_comp");
+  weft::free_comp(&cq);
+  weft::free_device(&d);
+  weft::free_runtime(&rt);
+}
+
 TEST_F(Api, AllowDoneFalseSignalsInstead) {
   weft::comp_t sync = weft::alloc_sync();
   weft::comp_t cq = weft::alloc_cq();

@@ -725,6 +725,12 @@ size_t ofi_device::poll(sink& s, size_t max) {
                : o->kind == op::send ? "send"
                                      : "receive",
                o->rank, fi_cq_strerror(cq_, err.prov_errno, err.err_data, nullptr, 0));
+      // A put or get never reaches the provider with a key its owner has not confirmed
+      // (remote_keys.cpp), so one that fails lost its connection: the peer is gone, and the
+      // core reports the operation as such rather than as a refused region.
+      if ((o->kind == op::write || o->kind == op::read) && o->rank >= 0 &&
+          take_for_dead(o->rank, err.err > 0 ? err.err : FI_EIO))
+        WEFT_LOG(warn, "ofi: rank %d taken for dead: a put or get with it failed", o->rank);
       complete(s, o, false);
       ++n;
       continue;

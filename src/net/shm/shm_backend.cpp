@@ -411,6 +411,10 @@ void shm_device::direct_access(bool write, int rank, void* local, size_t size, u
       err = cma_read(peers_[size_t(rank)]->pid, local, remote_addr, size);
   }
   regions.release(rank, held);
+  if (err == ESRCH) {  // the peer has died: the operation fails, and the core says why
+    events_.add(local_event{done, rank, ctx, false, 0, {}});
+    return;
+  }
   if (err)
     util::fail(write ? "put (shm, cross-memory attach)" : "get (shm, cross-memory attach)", "rank",
                std::to_string(ctx_.boot().job_rank(rank)), strerror(err));
