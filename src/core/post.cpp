@@ -173,7 +173,7 @@ status_t device_impl::post_out(const comm_args& a) {
 
 // A request for an outgoing operation that waits on the peer, filled from the post.
 request* device_impl::alloc_outgoing(const comm_args& a, bool is_am) {
-  request* r = slab.alloc(this);
+  request* r = slab.alloc_user(this);
   if (!r) return nullptr;
   r->rank = a.rank;
   r->tag = a.tag;
@@ -297,7 +297,10 @@ status_t device_impl::post_in(const comm_args& a) {
     return match_arrived(mine, m, &a);
   }
   const bool closed = !a.internal && backlog_over();
-  request* r = closed ? nullptr : slab.alloc(this);
+  // The barrier's receives (Weft's own engine) may use the requests kept for it.
+  request* r = closed                          ? nullptr
+               : e->id() == internal_engine_id ? slab.alloc(this)
+                                               : slab.alloc_user(this);
   if (!r) {
     if (auto* m = static_cast<request*>(e->take(key, pol, entry_type::send)))
       return match_arrived(mine, m, &a);

@@ -147,7 +147,7 @@ bool device_impl::retry_work(backlog_work::rendezvous_put& r) {
   request* q = slab.lookup(r.send_handle, req_kind::rdv_send);
   if (!q) return true;  // failed meanwhile (dead peer)
   void* ctx = reinterpret_cast<void*>(uintptr_t(r.send_handle));
-  return net->try_put(r.rank, q->buf, r.accept, r.raddr, {}, &r.note, sizeof(r.note), ctx);
+  return net->try_send_data(r.rank, q->buf, r.accept, r.raddr, &r.note, sizeof(r.note), ctx);
 }
 
 void device_impl::wire_error(int rank, const std::string& what) {
@@ -259,7 +259,7 @@ bool device_impl::on_other_message(int rank, const char* p, size_t len) {
       size_t accept = b.accept;
       void* ctx = reinterpret_cast<void*>(uintptr_t(sh));
       rendezvous_note note{uint8_t(note_type::rendezvous), {}, rreq};
-      if (!net->try_put(rank, s->buf, accept, raddr, {}, &note, sizeof(note), ctx))
+      if (!net->try_send_data(rank, s->buf, accept, raddr, &note, sizeof(note), ctx))
         backlog_push(backlog_work::rendezvous_put{rank, sh, raddr, accept, note},
                      "rendezvous data");
       return true;
@@ -354,8 +354,9 @@ bool device_impl::arrive_send(int rank, const wire_header& h, const char* data, 
     return true;
   }
   // Unexpected: kept in a request and a buffer, or, when neither can be had, left with
-  // the backend until a receive frees a request.
-  request* u = slab.alloc(this);
+  // the backend until a receive frees a request. The barrier's messages may use the
+  // requests kept for Weft's own traffic.
+  request* u = h.target == internal_engine_id ? slab.alloc(this) : slab.alloc_user(this);
   if (!u) return false;
   u->key = key;
   u->policy = pol;
@@ -409,7 +410,7 @@ bool device_impl::arrive_rts(int rank, const wire_header& h, const rts_body& b) 
              "active message for unknown remote completion " + std::to_string(h.target));
       return true;
     }
-    request* r = slab.alloc(this);
+    request* r = slab.alloc_user(this);
     if (!r) return false;
     // The buffer can be any size: when it cannot be had, the sender learns at once.
     void* buf = std::malloc(b.size ? b.size : 1);
@@ -446,7 +447,7 @@ bool device_impl::arrive_rts(int rank, const wire_header& h, const rts_body& b) 
     return true;
   }
   const auto policy = matching_policy_t(h.policy);
-  request* u = slab.alloc(this);
+  request* u = slab.alloc_user(this);
   if (!u) return false;
   u->key = e->make_key(rank, h.tag, policy);
   u->policy = e->stored_policy(policy);

@@ -3,6 +3,7 @@
 // so a stale or forged handle from a peer is recognised instead of dereferenced.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -52,10 +53,21 @@ struct request : match_entry {
 class request_slab {
  public:
   explicit request_slab(uint32_t capacity)
-      : reqs_(new request[capacity]), free_(capacity), capacity_(capacity) {
+      : reqs_(new request[capacity]),
+        free_(capacity),
+        capacity_(capacity),
+        reserve_(std::max<uint32_t>(4, std::min<uint32_t>(64, capacity / 8))) {
     for (uint32_t i = 0; i < capacity; ++i) reqs_[i].index = i;
   }
 
+  // For the program's own messages and receives: leaves the last requests to Weft's own
+  // traffic (the barrier's messages and receives), so that a table filled with unexpected
+  // messages nobody receives yet cannot keep a barrier from completing. Approximate under
+  // concurrency (a relaxed count), which only moves the reserve by a request or two.
+  request* alloc_user(device_impl* dev) {
+    if (in_use_.load(std::memory_order_relaxed) + reserve_ >= capacity_) return nullptr;
+    return alloc(dev);
+  }
   request* alloc(device_impl* dev) {
     uint32_t i = free_.pop();
     if (i == util::index_stack::empty) return nullptr;
@@ -90,6 +102,7 @@ class request_slab {
   std::unique_ptr<request[]> reqs_;
   util::index_stack free_;
   uint32_t capacity_;
+  uint32_t reserve_;
   std::atomic<size_t> in_use_{0};
 };
 

@@ -50,8 +50,9 @@ struct mr_t {
   uint64_t local = 0;  // the backend's own index of the registration (shm: its table slot)
 };
 
-// What a peer needs to address registered memory of this process. Key 0 addresses memory
-// the core itself named in a protocol message (a rendezvous receive buffer): not checked.
+// What a peer needs to address registered memory of this process. Every key a backend
+// issues is nonzero and not guessable; key 0 names nothing and is refused (a rendezvous
+// receive buffer, which the target's core named itself, is reached through send_data).
 struct rkey_t {
   uint64_t key = 0;
   uint64_t generation = 0;
@@ -84,6 +85,12 @@ class device {
   // False when the peer's queue is full: retry later.
   virtual bool try_send(int rank, const void* hdr, size_t hdr_len, const void* payload,
                         size_t len) = 0;
+
+  // The core's rendezvous data: `size` bytes into `remote_addr`, a buffer the target's core
+  // named in its clear-to-send (not a registered region; no handle of a user's reaches this
+  // path). Completes and notifies as try_put does. False: resources busy, retry later.
+  virtual bool try_send_data(int rank, const void* src, size_t size, uint64_t remote_addr,
+                             const void* note, size_t note_len, void* ctx) = 0;
 
   // One-sided. `remote_addr` is an address in the target process covered by `rkey`.
   // With a note (note_len > 0, at most max_note_size), the target's sink gets

@@ -561,3 +561,77 @@ int scenario_rma_big() {
   free(buf);
   return finish("rma_big");
 }
+
+// Handles made by hand: key 0 with a real address and size, and a random key. Each rank
+// offers its neighbour the address of memory it never registered; the neighbour's put and
+// get through the public calls are refused naming the handle, and through the backend
+// directly (as a buggy peer would) are refused by the target with an error to the
+// initiator, on every mechanism. The memory stays untouched. Keys are not guessable: this
+// rank's first registration is named by neither 1 nor its neighbour's key.
+int scenario_rma_forged() {
+  windows w(4096);
+  const int to = w.to;
+  std::vector<unsigned char> secret(8192, 0x77);
+  const uint64_t addr =
+      w.exchange(weft::rmr_t{reinterpret_cast<uint64_t>(secret.data()), 8192, 0, 0}).base;
+  const weft::rmr_t theirs = w.to_rmr;
+  // Not guessable: a name that is not a small count (ofi keeps the provider's key a counter,
+  // its registration id is the name's secret half).
+  CHECK(theirs.key > 0xffffffffull || theirs.generation > 0xffffffffull);
+  const weft::rmr_t mine = weft::get_rmr(w.mr);
+  CHECK(mine.key != theirs.key || mine.generation != theirs.generation || weft::get_rank_n() == 1);
+  char buf[64];
+  fill(buf, sizeof(buf), 3);
+  weft::comp_t sync = weft::alloc_sync();
+  for (const weft::rmr_t& forged :
+       {weft::rmr_t{addr, 8192, 0, 0},
+        weft::rmr_t{addr, 8192, 0x5eed5eed5eedull, theirs.generation}}) {
+    std::string e =
+        error_of([&] { post_until([&] { return weft::post_put(to, buf, 64, sync, 0, forged); }); });
+    CHECK(contains(e, "post_put") && contains(e, "remote_buffer"));
+    e = error_of([&] { post_until([&] { return weft::post_get(to, buf, 64, sync, 0, forged); }); });
+    CHECK(contains(e, "post_get") && contains(e, "remote_buffer"));
+  }
+  // The backend itself, called with key 0, as a peer that bypasses the checks would. A
+  // barrier first: a rank whose owner is asked about the random key answers while it waits
+  // there, not while it allocates the device (collective, no progress).
+  weft::barrier();
+  weft::device_t raw = weft::alloc_device();
+  auto* net = raw.p->net.get();
+  recording_sink rec;
+  std::vector<char> big(6000, 0x11);
+  std::vector<char> got(4096, 0x22);
+  deadline asked;
+  while (!net->try_put(to, big.data(), big.size(), addr, weft::net::rkey_t{0, 0}, nullptr, 0,
+                       reinterpret_cast<void*>(1))) {
+    net->poll(rec, 32);
+    asked.check("the backend to take a put with key 0");
+  }
+  while (!net->try_get(to, got.data(), got.size(), addr, weft::net::rkey_t{0, 0}, nullptr, 0,
+                       reinterpret_cast<void*>(2))) {
+    net->poll(rec, 32);
+    asked.check("the backend to take a get with key 0");
+  }
+  weft::comp_t bsync = weft::alloc_sync();
+  weft::barrier_x().comp(bsync)();
+  deadline d;
+  weft::status_t bs;
+  while (rec.put_done == 0 || rec.get_done == 0 || !weft::sync_test(bsync, &bs)) {
+    net->poll(rec, 32);
+    weft::progress();
+    d.check("the target's refusal of key 0");
+  }
+  CHECK_EQ(rec.put_done, 1);
+  CHECK(!rec.put_ok);
+  CHECK_EQ(rec.get_done, 1);
+  CHECK(!rec.get_ok);
+  CHECK_EQ(got[0], 0x22);
+  weft::free_comp(&bsync);
+  weft::barrier();  // every neighbour has tried
+  size_t touched = 0;
+  for (unsigned char c : secret) touched += c != 0x77;
+  CHECK_EQ(touched, size_t(0));
+  weft::free_device(&raw);
+  weft::free_comp(&sync);
+  return finish("rma_forged");
+}

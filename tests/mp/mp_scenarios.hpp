@@ -3,6 +3,7 @@
 
 int scenario_rma();
 int scenario_rma_errors();
+int scenario_rma_forged();
 int scenario_rma_stale();
 int scenario_rma_farewell();
 int scenario_rma_threads();

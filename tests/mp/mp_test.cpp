@@ -752,6 +752,7 @@ int main(int argc, char** argv) {
       {"crash", scenario_crash},
       {"rma", scenario_rma},
       {"rma_errors", scenario_rma_errors},
+      {"rma_forged", scenario_rma_forged},
       {"rma_stale", scenario_rma_stale},
       {"rma_farewell", scenario_rma_farewell},
       {"rma_threads", scenario_rma_threads},

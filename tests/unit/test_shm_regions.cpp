@@ -111,15 +111,18 @@ TEST_F(table_test, HeldRecordOutlivesRetirementButRefusesNewAccess) {
   EXPECT_TRUE(t.idle(slot));
 }
 
-TEST_F(table_test, BadNamesBoundsAndTheCoresOwnKey) {
+TEST_F(table_test, BadNamesBoundsAndKeyZero) {
   region_table t(boot, 0, 64);
   const rkey_t name = t.next_name();
   EXPECT_NE(name.key, t.next_name().key);  // names are never handed out twice
   t.add(mem[0], sizeof(mem[0]), name);
   uint32_t held = 99;
-  EXPECT_EQ(t.acquire(0, rkey_t{}, 0x1234, 8, held), nullptr);  // key 0: not checked
+  // Key 0 names no region: refused, nothing held (it once skipped every check).
+  EXPECT_EQ(t.acquire(0, rkey_t{}, 0x1234, 8, held),
+            std::string("key 0 names no registered region (a handle made by hand?)"));
   EXPECT_EQ(held, 0u);
-  t.release(0, held);  // a no-op
+  EXPECT_NE(t.check(0, rkey_t{}, 0x1234, 8), nullptr);
+  EXPECT_GT(name.key, 0xffffffffull);  // not a count: not guessable
   EXPECT_EQ(t.acquire(0, rkey_t{name.key, name.generation + 1}, addr(mem[0]), 8, held),
             std::string("the region has been deregistered (or was never registered)"));
   EXPECT_EQ(t.acquire(0, name, addr(mem[0]) + 250, 8, held),

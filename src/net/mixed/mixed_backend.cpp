@@ -91,6 +91,12 @@ class mixed_device final : public device {
     return l >= 0 ? shm_->try_put(l, src, size, remote_addr, rkey, note, note_len, ctx)
                   : net_->try_put(rank, src, size, remote_addr, rkey, note, note_len, ctx);
   }
+  bool try_send_data(int rank, const void* src, size_t size, uint64_t remote_addr, const void* note,
+                     size_t note_len, void* ctx) override {
+    const int l = local_[size_t(rank)];
+    return l >= 0 ? shm_->try_send_data(l, src, size, remote_addr, note, note_len, ctx)
+                  : net_->try_send_data(rank, src, size, remote_addr, note, note_len, ctx);
+  }
   bool try_get(int rank, void* dst, size_t size, uint64_t remote_addr, rkey_t rkey,
                const void* note, size_t note_len, void* ctx) override {
     const int l = local_[size_t(rank)];

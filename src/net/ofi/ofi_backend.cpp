@@ -190,10 +190,12 @@ ofi_device::ofi_device(ofi_context& ctx, int index, const device_config& cfg)
     send_ops_[i].buffer = i;
     free_sends_.push_back(uint32_t(nsend - 1 - i));
   }
-  held_cap_ = nrecv + 1024;
+  held_from_.assign(peers_.size(), 0);
+  blocked_.assign(peers_.size(), 0);
   const int32_t window = int32_t(std::min<size_t>(cfg.inbox_depth, 1 << 20));
   credits_out_ = std::make_unique<send_credits>(peers_.size(), window);
   credits_in_ = std::make_unique<recv_credits>(peers_.size(), window);
+  held_cap_ = nrecv + size_t(window) * peers_.size() + 1024;
   for (uint32_t i = 0; i < nrecv; ++i) {
     recv_ops_[i].kind = op::recv;
     recv_ops_[i].buffer = i;
@@ -320,10 +322,10 @@ bool ofi_device::send_definition(int rank, const note_sender::use& u, const void
   return send_buffer(rank, p, &d, sizeof(d), note, len, nullptr);
 }
 
-bool ofi_device::try_put(int rank, const void* src, size_t size, uint64_t remote_addr, rkey_t k,
-                         const void* note, size_t note_len, void* ctx) {
-  if (k.key == 0 && k.generation == 0) {
-    // The core's rendezvous data into a buffer the target named: streamed as messages.
+// The core's rendezvous data into a buffer the target named: streamed as messages.
+bool ofi_device::try_send_data(int rank, const void* src, size_t size, uint64_t remote_addr,
+                               const void* note, size_t note_len, void* ctx) {
+  {
     auto s = std::make_unique<stream>();
     s->rank = rank;
     s->src = static_cast<const char*>(src);
@@ -337,6 +339,10 @@ bool ofi_device::try_put(int rank, const void* src, size_t size, uint64_t remote
     new_streams_.push_back(std::move(s));
     return true;
   }
+}
+
+bool ofi_device::try_put(int rank, const void* src, size_t size, uint64_t remote_addr, rkey_t k,
+                         const void* note, size_t note_len, void* ctx) {
   return rma(true, rank, const_cast<void*>(src), size, remote_addr, k, note, note_len, ctx);
 }
 
@@ -348,6 +354,12 @@ bool ofi_device::try_get(int rank, void* dst, size_t size, uint64_t remote_addr,
 // A write (complete once delivered at the target) or a read into the peer's registration.
 bool ofi_device::rma(bool write, int rank, void* local, size_t size, uint64_t remote_addr, rkey_t k,
                      const void* note, size_t note_len, void* ctx) {
+  if (k.key == 0 && k.generation == 0) {  // names no registration: never reaches a peer
+    util::lock_guard<util::spinlock> g(keys_lock_);
+    WEFT_LOG(debug, "ofi: %s with key 0 refused", write ? "put" : "get");
+    settle(write, false, ctx, nullptr, 0);
+    return true;
+  }
   if (rank == me_) return local_rma(write, local, size, remote_addr, k, note, note_len, ctx);
   remote_key* rk = nullptr;
   {
@@ -430,13 +442,13 @@ void ofi_device::advance_streams() {
 }
 
 void ofi_device::deliver_note(sink& s, int rank, const void* note, size_t len, bool credited) {
-  if (held_.empty() && s.on_remote_notify(rank, note, len)) {
+  if (may_offer(rank) && s.on_remote_notify(rank, note, len)) {
     if (credited) taken_from(rank);
     return;
   }
   held_msg h{rank, UINT32_MAX, uint32_t(len), credited, {}};
   memcpy(h.note, note, len);
-  held_.push_back(h);
+  hold(h);
 }
 
 void ofi_device::taken_from(int rank) {
@@ -446,22 +458,33 @@ void ofi_device::taken_from(int rank) {
   }
 }
 
-// Offers what the sink refused again, oldest first, up to the first it still refuses.
+// Offers what the sink refused again, oldest first; a peer's entries after one the sink
+// still refuses wait for the next pass.
 size_t ofi_device::retry_held(sink& s) {
   size_t n = 0;
-  while (!held_.empty()) {
-    const held_msg& h = held_.front();
-    if (h.buffer == UINT32_MAX) {
-      if (!s.on_remote_notify(h.rank, h.note, h.len)) break;
-    } else {
-      const char* body = &recv_mem_[size_t(h.buffer) * cell_size_] + sizeof(prefix);
-      if (!s.on_message(h.rank, body, h.len)) break;
-      post_recv(h.buffer);
+  std::fill(blocked_.begin(), blocked_.end(), 0);
+  std::deque<held_msg> kept;
+  for (const held_msg& h : held_) {
+    bool taken = false;
+    if (!blocked_[size_t(h.rank)]) {
+      if (h.buffer == UINT32_MAX) {
+        taken = s.on_remote_notify(h.rank, h.note, h.len);
+      } else {
+        const char* body = &recv_mem_[size_t(h.buffer) * cell_size_] + sizeof(prefix);
+        taken = s.on_message(h.rank, body, h.len);
+        if (taken) post_recv(h.buffer);
+      }
     }
+    if (!taken) {
+      blocked_[size_t(h.rank)] = 1;
+      kept.push_back(h);
+      continue;
+    }
+    --held_from_[size_t(h.rank)];
     if (h.credited) taken_from(h.rank);
-    held_.pop_front();
     ++n;
   }
+  held_.swap(kept);
   return n;
 }
 
@@ -497,11 +520,11 @@ bool ofi_device::received(sink& s, op* o, size_t len) {
   }
   switch (p.kind) {
     case kind_message:
-      if (held_.empty() && s.on_message(src, body, blen)) {
+      if (may_offer(src) && s.on_message(src, body, blen)) {
         if (p.credited) taken_from(src);
         return true;
       }
-      held_.push_back(held_msg{src, o->buffer, uint32_t(blen), p.credited != 0, {}});
+      hold(held_msg{src, o->buffer, uint32_t(blen), p.credited != 0, {}});
       return false;
     case kind_credit: {
       uint32_t n;

@@ -36,6 +36,7 @@
 #include "net/ofi/note_slots.hpp"
 #include "util/object_pool.hpp"
 #include "util/spinlock.hpp"
+#include "util/unguessable.hpp"
 
 namespace weft::net::ofi {
 
@@ -50,6 +51,8 @@ class ofi_device final : public device {
   size_t max_inject_size() const override;
   bool try_send(int rank, const void* hdr, size_t hdr_len, const void* payload,
                 size_t len) override;
+  bool try_send_data(int rank, const void* src, size_t size, uint64_t remote_addr, const void* note,
+                     size_t note_len, void* ctx) override;
   bool try_put(int rank, const void* src, size_t size, uint64_t remote_addr, rkey_t rkey,
                const void* note, size_t note_len, void* ctx) override;
   bool try_get(int rank, void* dst, size_t size, uint64_t remote_addr, rkey_t rkey,
@@ -234,9 +237,11 @@ class ofi_device final : public device {
   } notify_counts_;  // notifications received, counted by the poller for the log
   std::vector<uint32_t> to_repost_;
   // What the sink refused (back-pressure), in arrival order, offered again by each poll
-  // before anything newer: a message keeps its receive buffer (`buffer`), a notification
-  // is copied. Under poll_lock_. Once it holds held_cap_ entries, poll stops reading the
-  // completion queue, so the provider's buffers fill and the senders see retry.
+  // before anything newer from the same peer (a peer's later messages wait behind it; other
+  // peers' go on, so one peer's flood cannot hold up another's barrier message): a message
+  // keeps its receive buffer (`buffer`), a notification is copied. Under poll_lock_. Once it
+  // holds held_cap_ entries, poll stops reading the completion queue; credits keep each
+  // peer below inbox_depth entries, so that is a last resort.
   struct held_msg {
     int rank;
     uint32_t buffer;  // a message: its receive buffer; a notification: UINT32_MAX
@@ -245,7 +250,16 @@ class ofi_device final : public device {
     char note[max_note_size];
   };
   std::deque<held_msg> held_;
+  std::vector<uint32_t> held_from_;  // held_ entries by peer
+  std::vector<uint8_t> blocked_;     // retry_held's scratch: peers refused in this pass
   size_t held_cap_ = 0;
+  // Whether a message or notification from `rank` may go to the sink now (nothing of its
+  // waits), and the way to keep it otherwise.
+  bool may_offer(int rank) const { return held_from_[size_t(rank)] == 0; }
+  void hold(const held_msg& h) {
+    held_.push_back(h);
+    ++held_from_[size_t(h.rank)];
+  }
   std::unique_ptr<send_credits> credits_out_;
   std::unique_ptr<recv_credits> credits_in_;  // under poll_lock_
   std::unique_ptr<std::atomic<bool>[]> dead_;
@@ -379,6 +393,7 @@ class ofi_context final : public context {
   bool cq_data_ = false;
   int64_t peer_timeout_ns_ = 0;
   std::atomic<uint64_t> next_key_{1};
+  util::unguessable ids_;  // registration ids
   key_registry<registration, ofi_device> regs_;
 };
 

@@ -21,9 +21,12 @@ namespace weft::net::ofi {
 
 mr_t ofi_context::register_memory(void* base, size_t size) {
   fid_mr* mr = nullptr;
-  const uint64_t id = next_key();  // never reused: a stale handle names nothing
+  // The id names the registration for the owner's checks: never reused, so a stale handle
+  // names nothing, and not guessable, so a handle made by hand names nothing either. The
+  // provider's key is a counter (some providers take keys of fewer than 8 bytes).
+  const uint64_t id = ids_.next();
   int rc = fi_mr_reg(domain_, base, size, FI_REMOTE_READ | FI_REMOTE_WRITE | FI_READ | FI_WRITE, 0,
-                     id, 0, &mr, nullptr);
+                     next_key(), 0, &mr, nullptr);
   if (rc != 0) util::fail("register_memory", "base", util::to_hex(base), fi_strerror(-rc));
   auto r = std::make_unique<registration>();
   r->mr = mr;
@@ -89,7 +92,7 @@ const char* ofi_device::resolve(int rank, rkey_t k, uint64_t addr, size_t size, 
 }
 
 const char* ofi_device::check_remote(int rank, uint64_t remote_addr, size_t size, rkey_t k) {
-  if (k.key == 0 && k.generation == 0) return nullptr;  // a buffer the target's core named
+  if (k.key == 0 && k.generation == 0) return "key 0 names no registered region";
   if (rank == me_) {
     const char* why = ctx_.local_access(k.generation, k.key, remote_addr, size, [] {});
     return *why ? why : nullptr;

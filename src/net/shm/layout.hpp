@@ -14,7 +14,7 @@
 namespace weft::net::shm {
 
 inline constexpr uint32_t segment_magic = 0x57454654;  // "WEFT"
-inline constexpr uint32_t layout_version = 6;
+inline constexpr uint32_t layout_version = 7;
 
 struct alignas(util::cache_line) segment_header {
   uint32_t magic;
@@ -54,14 +54,21 @@ enum cell_kind : uint8_t {
   kind_get_refused = 5,  // the target refused a pipelined get
 };
 
+// What a stream in a put channel is (put_start_msg::kind).
+enum stream_kind : uint16_t {
+  stream_put = 0,        // a user's put into the target's region (key, generation): checked
+  stream_get_reply = 1,  // the answer to the target's own get (get_ctx)
+  stream_data = 2,       // the core's rendezvous data into a buffer the target named
+};
+
 struct put_start_msg {
   uint64_t remote_addr;
   uint64_t size;
-  uint64_t key, generation;  // the target region (key 0: a rendezvous buffer)
-  uint64_t get_ctx;          // get_reply: this put answers our get with that context
+  uint64_t key, generation;  // stream_put: the target region (key 0 names none: refused)
+  uint64_t get_ctx;          // stream_get_reply: this put answers our get with that context
   uint32_t channel;
   uint16_t note_len;
-  uint16_t get_reply;
+  uint16_t kind;  // stream_kind
   char note[40];
 };
 

@@ -7,7 +7,8 @@ namespace weft::net::shm {
 
 namespace {
 const char* const not_registered = "the region has been deregistered (or was never registered)";
-}
+const char* const no_region = "key 0 names no registered region (a handle made by hand?)";
+}  // namespace
 
 region_table::region_table(bootstrap::bootstrap& b, int context_id, size_t nentries)
     : me_(b.rank()), nentries_(uint32_t(nentries)), in_use_(nentries, false) {
@@ -137,7 +138,7 @@ const char* region_table::search(int rank, rkey_t k, F&& found) const {
 }
 
 const char* region_table::check(int rank, rkey_t k, uint64_t addr, size_t size) const {
-  if (k.key == 0) return nullptr;
+  if (k.key == 0) return no_region;
   return search(rank, k, [&](region_entry& e, uint32_t, uint64_t, const char*& why) {
     why = outside(e, addr, size);
     return true;
@@ -146,7 +147,7 @@ const char* region_table::check(int rank, rkey_t k, uint64_t addr, size_t size) 
 
 const char* region_table::acquire(int rank, rkey_t k, uint64_t addr, size_t size, uint32_t& held) {
   held = 0;
-  if (k.key == 0) return nullptr;
+  if (k.key == 0) return no_region;
   return search(rank, k, [&](region_entry& e, uint32_t slot, uint64_t state, const char*& why) {
     // The increment and the owner's retire are both sequentially consistent: either the
     // owner sees this access and waits for it, or the second load sees the record retired

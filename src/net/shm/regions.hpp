@@ -21,6 +21,7 @@
 #include "net/backend.hpp"
 #include "net/shm/segment.hpp"
 #include "util/spinlock.hpp"
+#include "util/unguessable.hpp"
 
 namespace weft::bootstrap {
 class bootstrap;
@@ -48,11 +49,11 @@ class region_table {
   bool idle(uint32_t slot) const;  // no access in progress
   void recycle(uint32_t slot);     // the slot may be reused (after idle)
   // A name of the table's own, for registrations that have no other.
-  rkey_t next_name() { return rkey_t{next_name_.fetch_add(1, std::memory_order_relaxed), 0}; }
+  rkey_t next_name() { return rkey_t{names_.next(), 0}; }
 
   // Anyone's side: checks and holds region `k` of `rank` for an access to [addr, addr+size).
-  // nullptr: held in `slot` (release it when done); otherwise why it was refused. Key 0 is
-  // the core's own protocol buffers: nothing to check or hold (slot 0).
+  // nullptr: held in `slot` (release it when done); otherwise why it was refused. Key 0
+  // names no region: refused.
   const char* acquire(int rank, rkey_t k, uint64_t addr, size_t size, uint32_t& slot);
   void release(int rank, uint32_t slot);
   // Checks without holding (at posting; the access itself checks again).
@@ -81,7 +82,7 @@ class region_table {
   std::mutex lock_;                             // the owner's slots in use
   std::vector<bool> in_use_;
   uint32_t used_ = 0;
-  std::atomic<uint64_t> next_name_{1};
+  util::unguessable names_;
 };
 
 }  // namespace weft::net::shm

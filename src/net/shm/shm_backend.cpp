@@ -190,7 +190,9 @@ shm_device::shm_device(shm_context& ctx, int index, const device_config& cfg)
   own_lanes_.resize(geo_.nlanes);
   holds_.reset(new lane_hold[geo_.nlanes]);
   for (size_t l = 0; l < geo_.nlanes; ++l) {
-    holds_[l].runs.reserve(64);
+    holds_[l].cells.reserve(geo_.ncells);
+    holds_[l].from.assign(size_t(n), 0);
+    holds_[l].refused.assign(size_t(n), 0);
     lane& ln = own_lanes_[l];
     ln.head = new (own_base_ + geo_.head_offset(l)) ring_index{};
     ln.head->value.store(0);
@@ -391,11 +393,12 @@ const char* shm_device::check_remote(int rank, uint64_t remote_addr, size_t size
 // copy (memmove to itself, cross-memory attach to a peer), release, notify the target,
 // and report completion at the next poll.
 void shm_device::direct_access(bool write, int rank, void* local, size_t size, uint64_t remote_addr,
-                               rkey_t k, const void* note, size_t note_len, void* ctx) {
+                               rkey_t k, const void* note, size_t note_len, void* ctx, bool data) {
   const auto done = write ? local_event::put_done : local_event::get_done;
   auto& regions = ctx_.regions();
-  uint32_t held;
-  if (const char* why = regions.acquire(rank, k, remote_addr, size, held)) {
+  uint32_t held = 0;
+  const char* why = data ? nullptr : regions.acquire(rank, k, remote_addr, size, held);
+  if (why) {
     log_refusal(write ? "put" : "get", rank, k, remote_addr, size, why);
     events_.add(local_event{done, rank, ctx, false, 0, {}});
     return;
@@ -432,17 +435,30 @@ bool shm_device::start_stream(int rank, put_start_msg& m) {
   return false;
 }
 
+// Rendezvous data moves as WEFT_SHM_PUT says; a user's put by cross-memory attach when
+// permitted (WEFT_SHM_RMA), since then it needs no CPU of the target, and is checked against
+// the target's region table either way.
+bool shm_device::try_send_data(int rank, const void* src, size_t size, uint64_t remote_addr,
+                               const void* note, size_t note_len, void* ctx) {
+  return stream_out(rank, src, size, remote_addr, rkey_t{}, note, note_len, ctx, stream_data);
+}
+
 bool shm_device::try_put(int rank, const void* src, size_t size, uint64_t remote_addr, rkey_t k,
                          const void* note, size_t note_len, void* ctx) {
-  // Rendezvous data (key 0) moves as WEFT_SHM_PUT says; a user's put by cross-memory attach
-  // when permitted (WEFT_SHM_RMA), since then it needs no CPU of the target.
-  const bool direct = k.key == 0 ? ctx_.config().mode == put_mode::cma
-                                 : ctx_.config().rma_by_cma && ctx_.cma_permitted();
+  return stream_out(rank, src, size, remote_addr, k, note, note_len, ctx, stream_put);
+}
+
+bool shm_device::stream_out(int rank, const void* src, size_t size, uint64_t remote_addr, rkey_t k,
+                            const void* note, size_t note_len, void* ctx, uint16_t kind) {
+  const bool data = kind == stream_data;
+  const bool direct =
+      data ? ctx_.config().mode == put_mode::cma : ctx_.config().rma_by_cma && ctx_.cma_permitted();
   if (direct || size == 0 || rank == ctx_.boot().rank()) {
-    direct_access(true, rank, const_cast<void*>(src), size, remote_addr, k, note, note_len, ctx);
+    direct_access(true, rank, const_cast<void*>(src), size, remote_addr, k, note, note_len, ctx,
+                  data);
     return true;
   }
-  put_start_msg m{remote_addr, size, k.key, k.generation, 0, 0, uint16_t(note_len), 0, {}};
+  put_start_msg m{remote_addr, size, k.key, k.generation, 0, 0, uint16_t(note_len), kind, {}};
   if (note_len) memcpy(m.note, note, note_len);
   if (!start_stream(rank, m)) return false;
   outgoing_.add(
@@ -494,7 +510,7 @@ bool shm_device::take_get(int rank, uint64_t ctx, pending_get* out) {
 
 // The target of a pipelined get, its region already held: stream the region back.
 bool shm_device::serve_get(int rank, const get_request_msg& m, uint32_t held) {
-  put_start_msg p{m.dst, m.size, 0, 0, m.ctx, 0, 0, 1, {}};
+  put_start_msg p{m.dst, m.size, 0, 0, m.ctx, 0, 0, stream_get_reply, {}};
   if (!start_stream(rank, p)) return false;
   outgoing_put o{rank, p.channel, reinterpret_cast<const char*>(m.remote_addr), m.size, 0, nullptr,
                  true, held};
@@ -534,7 +550,7 @@ bool shm_device::handle_other_cell(sink& s, const cell_header* c, const char* da
       char* dst = reinterpret_cast<char*>(m.remote_addr);
       rkey_t k{m.key, m.generation};
       uint32_t held = 0;
-      if (m.get_reply) {
+      if (m.kind == stream_get_reply) {
         // The answer to our own get: the destination is the one we asked for.
         pending_get g;
         if (!take_get(src, m.get_ctx, &g) || g.size != m.size) {
@@ -544,14 +560,16 @@ bool shm_device::handle_other_cell(sink& s, const cell_header* c, const char* da
           return true;
         }
         dst = g.dst;
-      } else if (const char* why = ctx_.regions().acquire(me, k, m.remote_addr, m.size, held)) {
-        log_refusal("put from a peer", me, k, m.remote_addr, m.size, why);
-        ch->verdict.store(verdict_refused, std::memory_order_release);
-        return true;
+      } else if (m.kind != stream_data) {  // a user's put: only into a registered region
+        if (const char* why = ctx_.regions().acquire(me, k, m.remote_addr, m.size, held)) {
+          log_refusal("put from a peer", me, k, m.remote_addr, m.size, why);
+          ch->verdict.store(verdict_refused, std::memory_order_release);
+          return true;
+        }
       }
       ch->verdict.store(verdict_accepted, std::memory_order_release);
-      incoming_put in{src,  ch,        slots_of(base, m.channel), dst,        m.size, 0,
-                      held, m.get_ctx, m.get_reply != 0,          m.note_len, {}};
+      incoming_put in{src,  ch,        slots_of(base, m.channel),  dst,        m.size, 0,
+                      held, m.get_ctx, m.kind == stream_get_reply, m.note_len, {}};
       memcpy(in.note, m.note, sizeof(in.note));
       incoming_.add(in);
       return true;
@@ -566,8 +584,7 @@ bool shm_device::handle_other_cell(sink& s, const cell_header* c, const char* da
       memcpy(&m, data, sizeof(m));
       if (m.note_len > sizeof(m.note)) break;
       rkey_t k{m.key, m.generation};
-      if (k.key == 0) break;  // a peer's get always names a registered region
-      uint32_t held;
+      uint32_t held;  // key 0 names no region: refused below, and the getter told
       if (const char* why = ctx_.regions().acquire(me, k, m.remote_addr, m.size, held)) {
         log_refusal("get by a peer", me, k, m.remote_addr, m.size, why);
         get_refused_msg r{m.ctx};
@@ -593,8 +610,8 @@ bool shm_device::handle_other_cell(sink& s, const cell_header* c, const char* da
 }
 
 size_t shm_device::drain_lane(sink& s, const lane& ln, lane_hold& hold, size_t max) {
-  // A refused cell waits at the front of its lane: nothing newer is claimed before it.
-  if (hold.active.load(std::memory_order_acquire)) return drain_held(s, ln, hold, max);
+  // With refused cells held, the lane is drained under its lock, sender by sender in order.
+  if (hold.active.load(std::memory_order_acquire)) return drain_holding(s, ln, hold, max);
   // Cells are claimed in runs: the ready cells' sequence words are read with plain loads
   // (so their misses overlap) and one compare-and-swap on the head takes them all, instead
   // of one locked instruction, and one exposed miss, per message.
@@ -616,7 +633,7 @@ size_t shm_device::drain_lane(sink& s, const lane& ln, lane_hold& hold, size_t m
     for (size_t i = 0; i < k; ++i) {
       cell_header* c = ln.cell(pos + i, mask_);
       if (!handle_cell(s, c, ln.body(pos + i, mask_, geo_.cell_size))) {
-        hold_run(hold, pos + i, pos + k);
+        hold_run(hold, ln, pos + i, pos + k);  // the rest of the run is offered again soon
         return n + i;
       }
       c->seq.store(pos + i + geo_.ncells, std::memory_order_release);
@@ -630,28 +647,65 @@ size_t shm_device::drain_lane(sink& s, const lane& ln, lane_hold& hold, size_t m
 // Keeps the claimed cells [from, to) of a lane, the first of them refused by the sink. A
 // cell released out of order is safe in this ring: each has its own sequence word, and a
 // producer stops at the first cell not yet released.
-void shm_device::hold_run(lane_hold& hold, uint64_t from, uint64_t to) {
+void shm_device::hold_run(lane_hold& hold, const lane& ln, uint64_t from, uint64_t to) {
   util::lock_guard<util::spinlock> g(hold.lock);
-  auto at = std::find_if(hold.runs.begin(), hold.runs.end(),
-                         [from](const std::pair<uint64_t, uint64_t>& r) { return r.first > from; });
-  hold.runs.insert(at, {from, to});
+  for (uint64_t pos = from; pos < to; ++pos) {
+    const uint16_t src = ln.cell(pos, mask_)->src;
+    hold.cells.insert(std::upper_bound(hold.cells.begin(), hold.cells.end(), pos), pos);
+    if (src < hold.from.size()) ++hold.from[src];
+  }
   hold.active.store(true, std::memory_order_release);
 }
 
-// Offers the held cells again, oldest first, up to the first the sink still refuses.
-size_t shm_device::drain_held(sink& s, const lane& ln, lane_hold& hold, size_t max) {
+bool shm_device::offer_cell(sink& s, const lane& ln, lane_hold& hold, uint64_t pos) {
+  cell_header* c = ln.cell(pos, mask_);
+  const uint16_t src = c->src;
+  const bool known = src < hold.from.size();
+  if ((!known || !hold.from[src]) && handle_cell(s, c, ln.body(pos, mask_, geo_.cell_size))) {
+    c->seq.store(pos + geo_.ncells, std::memory_order_release);
+    return true;
+  }
+  hold.cells.push_back(pos);
+  if (known) ++hold.from[src];
+  return false;
+}
+
+// Offers the held cells again, oldest first (a sender's cells after one the sink still
+// refuses wait), then claims new cells, holding those whose sender has cells held.
+size_t shm_device::drain_holding(sink& s, const lane& ln, lane_hold& hold, size_t max) {
   if (!hold.lock.try_lock()) return 0;
   util::lock_guard<util::spinlock> g(hold.lock, util::adopt_lock);
-  size_t n = 0;
-  while (!hold.runs.empty() && n < max) {
-    auto& [from, to] = hold.runs.front();
-    cell_header* c = ln.cell(from, mask_);
-    if (!handle_cell(s, c, ln.body(from, mask_, geo_.cell_size))) return n;
-    c->seq.store(from + geo_.ncells, std::memory_order_release);
-    ++n;
-    if (++from == to) hold.runs.erase(hold.runs.begin());
+  size_t n = 0, kept = 0;
+  std::fill(hold.refused.begin(), hold.refused.end(), 0);
+  for (uint64_t pos : hold.cells) {
+    cell_header* c = ln.cell(pos, mask_);
+    const uint16_t src = c->src;
+    const bool known = src < hold.refused.size();
+    if (n < max && (!known || !hold.refused[src]) &&
+        handle_cell(s, c, ln.body(pos, mask_, geo_.cell_size))) {
+      c->seq.store(pos + geo_.ncells, std::memory_order_release);
+      if (known) --hold.from[src];
+      ++n;
+      continue;
+    }
+    if (known) hold.refused[src] = 1;
+    hold.cells[kept++] = pos;
   }
-  if (hold.runs.empty()) hold.active.store(false, std::memory_order_release);
+  hold.cells.resize(kept);
+  // New cells: one at a time under the lock (this path is the slow one anyway).
+  uint64_t pos = ln.head->value.load(std::memory_order_relaxed);
+  while (n < max) {
+    const uint64_t seq = ln.cell(pos, mask_)->seq.load(std::memory_order_acquire);
+    if (seq != pos + 1) {
+      if (int64_t(seq - (pos + 1)) < 0) break;               // empty
+      pos = ln.head->value.load(std::memory_order_relaxed);  // another consumer took it
+      continue;
+    }
+    if (!ln.head->value.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) continue;
+    if (offer_cell(s, ln, hold, pos)) ++n;
+    ++pos;
+  }
+  if (hold.cells.empty()) hold.active.store(false, std::memory_order_release);
   return n;
 }
 

@@ -40,6 +40,8 @@ class shm_device final : public device {
   size_t max_inject_size() const override { return util::cache_line - sizeof(cell_header); }
   bool try_send(int rank, const void* hdr, size_t hdr_len, const void* payload,
                 size_t len) override;
+  bool try_send_data(int rank, const void* src, size_t size, uint64_t remote_addr, const void* note,
+                     size_t note_len, void* ctx) override;
   bool try_put(int rank, const void* src, size_t size, uint64_t remote_addr, rkey_t rkey,
                const void* note, size_t note_len, void* ctx) override;
   bool try_get(int rank, void* dst, size_t size, uint64_t remote_addr, rkey_t rkey,
@@ -65,13 +67,17 @@ class shm_device final : public device {
     }
   };
   // Cells of one of our lanes that the sink refused (back-pressure): claimed from the ring
-  // but not released, offered again before anything newer of the lane, so the producers
-  // find the ring full and see retry. Runs [from, to) of positions, oldest first; more
-  // than one only when several threads refused at once.
+  // but not released, so a sender that keeps sending finds the ring full and sees retry.
+  // A held cell is offered again before anything newer from the same sender; other
+  // senders' cells in the lane go on (a flood from one peer must not hold up another
+  // peer's barrier message). Positions, oldest first, at most the ring's size; while any
+  // are held, the lane's consumers go through the lock.
   struct lane_hold {
     std::atomic<bool> active{false};
     util::spinlock lock;
-    std::vector<std::pair<uint64_t, uint64_t>> runs;
+    std::vector<uint64_t> cells;   // held positions
+    std::vector<uint32_t> from;    // held cells by sender (local rank)
+    std::vector<uint8_t> refused;  // drain_holding's scratch: senders refused this pass
     // repair(): since when the lane's head cell has been claimed but not published. One
     // thread repairs at a time, but not always the same one: relaxed atomics.
     std::atomic<uint64_t> stuck_at{0};
@@ -147,15 +153,21 @@ class shm_device final : public device {
 #endif
   void send_note(int rank, const void* note, size_t len);
   void log_refusal(const char* op, int rank, rkey_t k, uint64_t addr, size_t size, const char* why);
+  // `data`: the core's rendezvous data, into a buffer the target named (nothing to check).
   void direct_access(bool write, int rank, void* local, size_t size, uint64_t remote_addr, rkey_t k,
-                     const void* note, size_t note_len, void* ctx);
+                     const void* note, size_t note_len, void* ctx, bool data = false);
+  bool stream_out(int rank, const void* src, size_t size, uint64_t remote_addr, rkey_t k,
+                  const void* note, size_t note_len, void* ctx, uint16_t kind);
   bool start_stream(int rank, put_start_msg& m);
   bool take_get(int rank, uint64_t ctx, pending_get* out = nullptr);
   bool serve_get(int rank, const get_request_msg& m, uint32_t held);
   size_t drain_lane(sink& s, const lane& ln, lane_hold& hold, size_t max);
-  [[gnu::noinline, gnu::cold]] void hold_run(lane_hold& hold, uint64_t from, uint64_t to);
-  [[gnu::noinline, gnu::cold]] size_t drain_held(sink& s, const lane& ln, lane_hold& hold,
-                                                 size_t max);
+  [[gnu::noinline, gnu::cold]] void hold_run(lane_hold& hold, const lane& ln, uint64_t from,
+                                             uint64_t to);
+  [[gnu::noinline, gnu::cold]] size_t drain_holding(sink& s, const lane& ln, lane_hold& hold,
+                                                    size_t max);
+  // Under hold.lock: offers one claimed cell, or holds it behind its sender's held ones.
+  bool offer_cell(sink& s, const lane& ln, lane_hold& hold, uint64_t pos);
   channel_header* channel_of(char* base, uint32_t c) const;
   char* slots_of(char* base, uint32_t c) const;
   size_t nchunks(size_t size) const {

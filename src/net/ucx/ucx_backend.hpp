@@ -34,6 +34,7 @@
 #include "net/key_registry.hpp"
 #include "util/object_pool.hpp"
 #include "util/spinlock.hpp"
+#include "util/unguessable.hpp"
 
 namespace weft::net::ucx {
 
@@ -71,6 +72,8 @@ class ucx_device final : public device {
   size_t max_inject_size() const override { return 0; }
   bool try_send(int rank, const void* hdr, size_t hdr_len, const void* payload,
                 size_t len) override;
+  bool try_send_data(int rank, const void* src, size_t size, uint64_t remote_addr, const void* note,
+                     size_t note_len, void* ctx) override;
   bool try_put(int rank, const void* src, size_t size, uint64_t remote_addr, rkey_t rkey,
                const void* note, size_t note_len, void* ctx) override;
   bool try_get(int rank, void* dst, size_t size, uint64_t remote_addr, rkey_t rkey,
@@ -201,10 +204,13 @@ class ucx_device final : public device {
   util::spinlock poll_lock_;  // one poller delivers at a time, so messages keep their order
   std::vector<event> delivering_;
   // Messages and notifications the sink refused (back-pressure), in arrival order, offered
-  // again before anything newer; a message keeps UCP's descriptor. Under poll_lock_. Once
-  // it holds held_cap_ entries, poll stops progressing the worker, so the transport's
-  // buffers fill and the senders see retry.
+  // again before anything newer from the same peer (other peers' go on); a message keeps
+  // UCP's descriptor. Under poll_lock_. Once it holds held_cap_ entries, poll stops
+  // progressing the worker (credits keep each peer below inbox_depth entries, so that is a
+  // last resort).
   std::deque<event> held_;
+  std::vector<uint32_t> held_from_;  // held_ entries by peer
+  std::vector<uint8_t> blocked_;     // poll's scratch: peers refused in this pass
   size_t held_cap_ = 0;
   std::unique_ptr<send_credits> credits_out_;     // under worker_lock_ or not: atomic
   std::unique_ptr<recv_credits> credits_in_;      // under poll_lock_
@@ -258,7 +264,7 @@ class ucx_context final : public context {
   bool peer_failure_ = true;
   size_t stream_chunk_ = 0;
   key_registry<registration, ucx_device> regs_;
-  std::atomic<uint64_t> next_key_{1};
+  util::unguessable keys_;  // registration keys: never reused, not guessable
 };
 
 }  // namespace weft::net::ucx

@@ -72,7 +72,7 @@ mr_t ucx_context::register_memory(void* base, size_t size) {
   r->base = base;
   r->size = size;
   mr_t m{base, size, 0, 0, r.get()};
-  m.key = next_key_.fetch_add(1);  // never reused: a stale handle finds nothing
+  m.key = keys_.next();  // never reused (a stale handle finds nothing), never guessed
   regs_.add(m.key, std::move(r));
   return m;
 }

@@ -45,8 +45,7 @@ ucx_device::ucx_device(ucx_context& ctx, int index, const device_config& cfg)
       index_(index),
       me_(ctx.boot().rank()),
       cell_size_(cfg.cell_size),
-      incarnation_(next_device_incarnation()),
-      held_cap_(std::max<size_t>(cfg.inbox_depth, 64) * 4) {
+      incarnation_(next_device_incarnation()) {
   ucp_worker_params_t wp{};
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
   wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;  // worker_lock_ serialises
@@ -76,6 +75,9 @@ ucx_device::ucx_device(ucx_context& ctx, int index, const device_config& cfg)
   const int32_t window = int32_t(std::min<size_t>(cfg.inbox_depth, 1 << 20));
   credits_out_ = std::make_unique<send_credits>(size_t(npeers_), window);
   credits_in_ = std::make_unique<recv_credits>(size_t(npeers_), window);
+  held_from_.assign(size_t(npeers_), 0);
+  blocked_.assign(size_t(npeers_), 0);
+  held_cap_ = size_t(window) * size_t(npeers_) + 1024;
   peers_.reset(new peer[size_t(npeers_)]);
   for (int r = 0; r < npeers_; ++r) {
     std::string theirs = b.get(r, address_key(ctx.context_id(), index));
@@ -274,6 +276,7 @@ const char* ucx_device::resolve(int rank, rkey_t k, uint64_t addr, size_t size, 
   // The key alone names a registration here (get_rkey gives generation 0): another
   // generation is a forged or corrupted handle.
   if (k.generation != 0) return "the handle's generation is not its region's";
+  if (k.key == 0) return "key 0 names no registered region";
   auto [it, fresh] = keys_.try_emplace({rank, k.key});
   if (fresh) {
     control_out_.push_back(control{rank, kind_rkey_request, key_and_incarnation(k.key)});
@@ -292,7 +295,7 @@ const char* ucx_device::resolve(int rank, rkey_t k, uint64_t addr, size_t size, 
 }
 
 const char* ucx_device::check_remote(int rank, uint64_t remote_addr, size_t size, rkey_t k) {
-  if (k.key == 0) return nullptr;  // a buffer the target's core named itself
+  if (k.key == 0) return "key 0 names no registered region";
   util::lock_guard<util::spinlock> g(worker_lock_);
   const char* why = resolve(rank, k, remote_addr, size, nullptr);  // starts the fetch early
   return why && *why ? why : nullptr;
@@ -362,9 +365,12 @@ bool ucx_device::rma(bool write, int rank, void* local, size_t size, uint64_t ad
 
 bool ucx_device::try_put(int rank, const void* src, size_t size, uint64_t remote_addr, rkey_t k,
                          const void* note, size_t note_len, void* ctx) {
-  if (k.key != 0)
-    return rma(true, rank, const_cast<void*>(src), size, remote_addr, k, note, note_len, ctx);
-  // Rendezvous data into a buffer the target's core named: one eager message (see below).
+  return rma(true, rank, const_cast<void*>(src), size, remote_addr, k, note, note_len, ctx);
+}
+
+// Rendezvous data into a buffer the target's core named: eager messages (see below).
+bool ucx_device::try_send_data(int rank, const void* src, size_t size, uint64_t remote_addr,
+                               const void* note, size_t note_len, void* ctx) {
   util::lock_guard<util::spinlock> g(worker_lock_);
   peer& p = peers_[size_t(rank)];
   if (p.dead.load(std::memory_order_relaxed)) {
@@ -622,12 +628,23 @@ bool ucx_device::offer(sink& s, const event& e) {
 size_t ucx_device::poll(sink& s, size_t) {
   if (!poll_lock_.try_lock()) return 0;
   size_t n = 0;
-  // What the sink refused before goes first; what it takes now is released below.
-  while (!held_.empty() && offer(s, held_.front())) {
-    delivering_.push_back(held_.front());  // for its release below
-    delivering_.back().delivered = true;
-    if (held_.front().credited) taken_from(held_.front().rank);
-    held_.pop_front();
+  // What the sink refused before goes first, a peer's entries in order; what it takes now
+  // is released below.
+  std::fill(blocked_.begin(), blocked_.end(), 0);
+  if (!held_.empty()) {
+    std::deque<event> kept;
+    for (event& e : held_) {
+      if (blocked_[size_t(e.rank)] || !offer(s, e)) {
+        blocked_[size_t(e.rank)] = 1;
+        kept.push_back(e);
+        continue;
+      }
+      --held_from_[size_t(e.rank)];
+      delivering_.push_back(e);  // for its release below
+      delivering_.back().delivered = true;
+      if (e.credited) taken_from(e.rank);
+    }
+    held_.swap(kept);
   }
   {
     util::lock_guard<util::spinlock> g(worker_lock_);
@@ -642,11 +659,9 @@ size_t ucx_device::poll(sink& s, size_t) {
     if (!e.delivered) {
       // Local completions always go; a message or notification only behind nothing held.
       const bool may_wait = e.kind == event::message || e.kind == event::notify;
-      if (may_wait && !held_.empty()) {
+      if ((may_wait && held_from_[size_t(e.rank)]) || !offer(s, e)) {
         held_.push_back(e);  // keeps the descriptor
-        e.release = false;
-      } else if (!offer(s, e)) {
-        held_.push_back(e);
+        ++held_from_[size_t(e.rank)];
         e.release = false;
       } else if (e.credited) {
         taken_from(e.rank);
