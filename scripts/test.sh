@@ -32,9 +32,18 @@ for san in thread address; do
   echo "== resource, threading and network tests under -fsanitize=$san"
   cmake -S . -B "build-$san" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWEFT_WERROR=ON \
         -DWEFT_SANITIZE=$san -DWEFT_TEST_HOOKS=ON >/dev/null
-  cmake --build "build-$san" -j "$jobs" --target unit_tests mp_test weftrun
+  cmake --build "build-$san" -j "$jobs" --target unit_tests mp_test weftrun weft-soak
   run_ctest "build-$san" -L "unit|threads|san" || status=1
 done
+
+echo "== fuzzing: every decoder's libFuzzer target 20 s on the committed corpus (clang)"
+if command -v clang++ >/dev/null; then
+  CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        -DWEFT_WERROR=ON -DWEFT_FUZZ=ON -DWEFT_BUILD_TESTS=OFF -DWEFT_BUILD_BENCH=OFF \
+        -DWEFT_BUILD_EXAMPLES=OFF >/dev/null
+  cmake --build build-fuzz -j "$jobs" --target fuzz_wire fuzz_shm fuzz_regions fuzz_kvs fuzz_pmi
+  run_ctest build-fuzz -L fuzz || status=1
+fi
 
 echo "== benchmark smoke test: the whole comparison once in quick mode (figures, no thresholds)"
 /usr/bin/python3 bench/run.py --quick --build build --out build/bench-smoke --no-doc || status=1
@@ -71,7 +80,15 @@ if pkg-config --exists ucx; then
   need "mixed over UCX" '^mp\..*\.mixed_ucx'
 fi
 need "fault injection (test hooks)" '^mp\.hole\.n3$'
+need "the soak tool" '^soak\.(shm_kill|mixed_shared|inject_(drop|dup|corrupt))$'
 need "MPI launchers" '^script\.(hydra|openmpi|mpi)$'
+if [ -d build-fuzz ] && ctest --test-dir build-fuzz -N -L fuzz | grep -q "fuzz.pmi"; then
+  for t in wire shm regions kvs pmi; do
+    printf '%s\n' "$skipped" | grep -qx "fuzz.$t" && missing="$missing\n  fuzzing: fuzz.$t was skipped"
+  done
+else
+  missing="$missing\n  fuzzing: no fuzz targets (clang and libclang-rt-14-dev not installed?)"
+fi
 if [ "$(id -u)" -eq 0 ]; then
   need "network namespaces" '^script\.netns$'
   need "Slurm" '^script\.(slurm|netns_slurm)$'

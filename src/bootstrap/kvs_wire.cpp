@@ -6,6 +6,34 @@
 
 namespace weft::bootstrap {
 
+kvs_request parse_kvs_request(const std::string& line) {
+  kvs_request r;
+  const size_t sp = line.find(' ');
+  r.cmd = line.substr(0, sp);
+  const std::string rest = sp == std::string::npos ? "" : line.substr(sp + 1);
+  using k = kvs_request::kind;
+  if (r.cmd == "HELLO") {
+    r.k = k::hello;
+    if (!rest.empty() && rest.size() <= 9 &&
+        rest.find_first_not_of("0123456789") == std::string::npos)
+      r.rank = std::stoi(rest);
+  } else if (r.cmd == "PUT") {
+    r.k = k::put;
+    const size_t sp2 = rest.find(' ');
+    r.has_value = sp2 != std::string::npos;
+    r.key = rest.substr(0, sp2);
+    if (r.has_value) r.value = rest.substr(sp2 + 1);
+  } else if (r.cmd == "GET") {
+    r.k = k::get;
+    r.key = rest;
+  } else if (r.cmd == "FENCE") {
+    r.k = k::fence;
+  } else if (r.cmd == "BYE") {
+    r.k = k::bye;
+  }
+  return r;
+}
+
 std::string hex_encode(const std::string& bytes) {
   static const char* digits = "0123456789abcdef";
   if (bytes.empty()) return std::string(1, '-');  // an empty value still forms a token
@@ -55,6 +83,7 @@ bool read_line(int fd, std::string& line, std::string& pending) {
       pending.erase(0, nl + 1);
       return true;
     }
+    if (pending.size() > max_kvs_line) return false;
     char buf[4096];
     ssize_t n = ::read(fd, buf, sizeof(buf));
     if (n < 0 && errno == EINTR) continue;

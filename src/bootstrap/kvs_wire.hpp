@@ -8,10 +8,25 @@
 
 namespace weft::bootstrap {
 
+// One request line as weftrun's server reads it. A HELLO's rank is -1 unless it is a plain
+// decimal number; a PUT without a value has kind put and has_value false.
+struct kvs_request {
+  enum class kind { hello, put, get, fence, bye, unknown } k = kind::unknown;
+  std::string cmd, key, value;
+  int rank = -1;
+  bool has_value = false;
+};
+kvs_request parse_kvs_request(const std::string& line);
+
+// The longest line either side accepts (values are hex-encoded blobs): a peer that sends
+// more without a newline is cut off instead of growing the buffer without bound.
+inline constexpr size_t max_kvs_line = size_t(64) << 20;
+
 std::string hex_encode(const std::string& bytes);
 bool hex_decode(const std::string& hex, std::string& out);
 
-// Blocking helpers on a connected socket; false on EOF or error.
+// Blocking helpers on a connected socket; false on EOF or error (read_line: also on a line
+// longer than max_kvs_line).
 bool write_line(int fd, const std::string& line);
 bool read_line(int fd, std::string& line, std::string& pending);
 

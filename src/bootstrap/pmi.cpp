@@ -21,13 +21,14 @@
 #include <vector>
 
 #include "bootstrap/kvs_wire.hpp"
+#include "bootstrap/pmi_wire.hpp"
 #include "util/env.hpp"
 #include "util/fail.hpp"
 
 namespace weft::bootstrap {
 namespace {
 
-using fields = std::map<std::string, std::string>;
+using fields = pmi_fields;
 
 class pmi_bootstrap final : public bootstrap {
  public:
@@ -181,17 +182,7 @@ class pmi_bootstrap final : public bootstrap {
   bool read_reply_v1(fields* out = nullptr) {
     std::string line;
     if (!read_line(fd_, line, pending_)) return false;
-    if (out) {
-      size_t i = 0;
-      while (i < line.size()) {
-        size_t end = line.find(' ', i);
-        if (end == std::string::npos) end = line.size();
-        std::string word = line.substr(i, end - i);
-        size_t eq = word.find('=');
-        if (eq != std::string::npos) (*out)[word.substr(0, eq)] = word.substr(eq + 1);
-        i = end + 1;
-      }
-    }
+    if (out) *out = parse_pmi1_line(line);
     return true;
   }
 
@@ -209,32 +200,16 @@ class pmi_bootstrap final : public bootstrap {
     return f;
   }
   bool read_reply_v2(fields* out = nullptr) {
-    char len[7] = {};
+    char len[6];
     if (!recv_exact(len, 6)) return false;
-    size_t n = size_t(atol(len));
+    size_t n = 0;
+    if (!parse_pmi2_length(len, &n))
+      util::fail(call_, "reply length", std::string(len, 6),
+                 "not a PMI-2 frame length (decimal digits padded to 6 characters, at most " +
+                     std::to_string(max_pmi2_frame) + ")");
     std::string body(n, '\0');
     if (n && !recv_exact(body.data(), n)) return false;
-    if (out) {
-      // key=value; pairs, a ';' inside a value doubled
-      std::string key, value;
-      bool in_value = false;
-      for (size_t i = 0; i < body.size(); ++i) {
-        char c = body[i];
-        if (!in_value && c == '=') {
-          in_value = true;
-        } else if (c == ';' && i + 1 < body.size() && body[i + 1] == ';' && in_value) {
-          value += ';';
-          ++i;
-        } else if (c == ';') {
-          (*out)[key] = value;
-          key.clear();
-          value.clear();
-          in_value = false;
-        } else {
-          (in_value ? value : key) += c;
-        }
-      }
-    }
+    if (out) *out = parse_pmi2_body(body);
     return true;
   }
 
@@ -248,31 +223,6 @@ class pmi_bootstrap final : public bootstrap {
 };
 
 }  // namespace
-
-std::vector<int> parse_process_mapping(const std::string& m, int size) {
-  std::vector<std::array<int, 3>> blocks;
-  const char* p = m.c_str();
-  if (strncmp(p, "(vector,", 8) != 0) return {};
-  p += 8;
-  for (;;) {
-    int a, b, c, used = 0;
-    if (sscanf(p, "(%d,%d,%d)%n", &a, &b, &c, &used) != 3 || b <= 0 || c <= 0) return {};
-    blocks.push_back({a, b, c});
-    p += used;
-    if (*p == ',')
-      ++p;
-    else if (*p == ')')
-      break;
-    else
-      return {};
-  }
-  std::vector<int> node;
-  while (int(node.size()) < size)
-    for (auto& [start, nodes, ppn] : blocks)
-      for (int n = 0; n < nodes; ++n)
-        for (int k = 0; k < ppn && int(node.size()) < size; ++k) node.push_back(start + n);
-  return node;
-}
 
 std::shared_ptr<bootstrap> make_pmi_bootstrap(int version) {
   return std::make_shared<pmi_bootstrap>(version);

@@ -12,9 +12,4 @@ namespace weft::bootstrap {
 // version 1 or 2; throws fatal_error naming the variable when the environment is incomplete.
 std::shared_ptr<bootstrap> make_pmi_bootstrap(int version);
 
-// The node of each of `size` ranks from a PMI_process_mapping value,
-// "(vector,(first node,node count,ranks per node),...)" repeated until every rank has a
-// node; empty when the value is malformed.
-std::vector<int> parse_process_mapping(const std::string& mapping, int size);
-
 }  // namespace weft::bootstrap

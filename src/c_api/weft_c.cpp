@@ -426,11 +426,12 @@ static int sync_collect(const char* call, weft_comp_t sync, weft_status_t* statu
                         const detail::progress_args* wait) {
   return guard([&] {
     comp_t s = cmp(sync);
-    if (!s.p || s.p->kind != detail::comp_kind::sync)
-      throw fatal_error(call, "sync", s.p ? "not a synchronizer" : "NULL",
+    detail::comp_impl* c = util::live(s.p, call, "sync");
+    if (!c || c->kind != detail::comp_kind::sync)
+      throw fatal_error(call, "sync", c ? "not a synchronizer" : "NULL",
                         "pass a comp from alloc_sync");
     if (!wait) need(ready, call, "ready");
-    const size_t n = statuses ? static_cast<detail::sync_impl*>(s.p)->threshold() : 0;
+    const size_t n = statuses ? static_cast<detail::sync_impl*>(c)->threshold() : 0;
     status_t small[8];
     std::vector<status_t> large(n > 8 ? n : 0);
     status_t* out = !statuses ? nullptr : n > 8 ? large.data() : small;

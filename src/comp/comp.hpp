@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <memory>
 
+#include "util/generation.hpp"
 #include "util/mpmc_queue.hpp"
 #include "util/small_copy.hpp"
 #include "util/spinlock.hpp"
@@ -18,7 +19,9 @@ enum class comp_kind : uint8_t { sync, cq, handler, graph, internal };
 
 class comp_impl {
  public:
-  explicit comp_impl(comp_kind k) : kind(k) {}
+  WEFT_GENERATIONAL_MEMORY  // behind comp_t handles, which carry a generation
+      explicit comp_impl(comp_kind k)
+      : kind(k) {}
   virtual ~comp_impl() = default;
   // False when the object cannot take the signal now (a full queue): the caller keeps
   // the status in the backlog and tries again.

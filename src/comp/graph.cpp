@@ -33,7 +33,7 @@ void graph_impl::check_idle(const char* call) const {
 graph_node* graph_impl::add_node(const graph_node_args& a, const char* call) {
   check_idle(call);
   if (!a.is_op && !a.fn) util::fail(call, "fn", "empty", "a function node needs a function");
-  if (a.is_op && a.op.local_comp.p && a.op.local_comp.p != this)
+  if (a.is_op && a.op.local_comp.p && util::live(a.op.local_comp.p, call, "op.local_comp") != this)
     util::fail(call, "op.local_comp", util::to_hex(a.op.local_comp.p),
                "an operation node's completion object must be the graph (or empty)");
   std::string name = a.name ? a.name : "node " + std::to_string(nodes_.size());
@@ -43,7 +43,7 @@ graph_node* graph_impl::add_node(const graph_node_args& a, const char* call) {
   n->is_op = a.is_op;
   if (a.is_op) {
     n->op = a.op;
-    n->op.local_comp.p = n.get();
+    n->op.local_comp.p = util::tagged(static_cast<comp_impl*>(n.get()));  // posted as a handle
     n->op.allow_retry = false;  // a full peer queue goes through the backlog
     n->op.internal = true;
     n->op.allow_posted = true;

@@ -9,14 +9,15 @@ using namespace detail;
 namespace {
 
 graph_impl* as_graph(comp_t graph, const char* call) {
-  if (!graph.p || graph.p->kind != comp_kind::graph)
-    util::fail(call, "graph", graph.p ? "not a graph" : "empty", "pass a comp from alloc_graph");
-  return static_cast<graph_impl*>(graph.p);
+  comp_impl* g = util::live(graph.p, call, "graph");
+  if (!g || g->kind != comp_kind::graph)
+    util::fail(call, "graph", g ? "not a graph" : "empty", "pass a comp from alloc_graph");
+  return static_cast<graph_impl*>(g);
 }
 
 graph_node* as_node(graph_node_t node, const char* call, const char* argument) {
   if (!node.p) util::fail(call, argument, "empty", "pass a node from graph_add_node");
-  return node.p;
+  return util::live(node.p, call, argument);
 }
 
 }  // namespace
@@ -24,12 +25,13 @@ graph_node* as_node(graph_node_t node, const char* call, const char* argument) {
 namespace detail {
 
 comp_t alloc_graph_impl(const graph_args& a) {
-  return comp_t{new graph_impl(a.comp.p, a.user_context, false)};
+  comp_impl* done = util::live(a.comp.p, "alloc_graph", "comp");
+  return comp_t{util::tagged(static_cast<comp_impl*>(new graph_impl(done, a.user_context, false)))};
 }
 
 graph_node_t graph_add_node_impl(const graph_node_args& a) {
   const char* call = a.is_op ? "graph_add_node_op" : "graph_add_node";
-  return graph_node_t{as_graph(a.graph, call)->add_node(a, call)};
+  return graph_node_t{util::tagged(as_graph(a.graph, call)->add_node(a, call))};
 }
 
 void graph_add_edge_impl(const graph_edge_args& a) {
@@ -62,7 +64,7 @@ void graph_node_mark_complete(graph_node_t node, status_t status) {
 }
 
 graph_node_t graph_get_failed_node(comp_t graph) {
-  return graph_node_t{as_graph(graph, "graph_get_failed_node")->failed_node()};
+  return graph_node_t{util::tagged(as_graph(graph, "graph_get_failed_node")->failed_node())};
 }
 
 const char* graph_node_t::get_attr_name() const {

@@ -81,19 +81,19 @@ bool runtime_t::get_attr_wire_errors_fatal() const {
   return resolve_runtime(*this, "get_attr")->attr.wire_errors_fatal;
 }
 int device_t::get_attr_index() const {
-  return p ? p->index : -1;
+  return p ? util::live(p, "get_attr_index", "device")->index : -1;
 }
 size_t device_t::get_attr_inbox_depth() const {
-  return p ? p->inbox_depth : 0;
+  return p ? util::live(p, "get_attr_inbox_depth", "device")->inbox_depth : 0;
 }
 size_t matching_engine_t::get_attr_nbuckets() const {
-  return p ? p->nbuckets() : 0;
+  return p ? util::live(p, "get_attr_nbuckets", "engine")->nbuckets() : 0;
 }
 size_t packet_pool_t::get_attr_packet_size() const {
-  return p ? p->packet_size() : 0;
+  return p ? util::live(p, "get_attr_packet_size", "pool")->packet_size() : 0;
 }
 size_t packet_pool_t::get_attr_npackets() const {
-  return p ? p->npackets() : 0;
+  return p ? util::live(p, "get_attr_npackets", "pool")->npackets() : 0;
 }
 
 // ---- runtime ------------------------------------------------------------------------------
@@ -104,8 +104,8 @@ runtime_t alloc_runtime_impl(const runtime_args& a, bool global) {
     util::fail("g_runtime_init", "global runtime", "already active",
                "call g_runtime_fina() before initialising it again");
   const char* call = global ? "g_runtime_init" : "alloc_runtime";
-  return runtime_t{util::allocating(call, "runtime attributes", a.max_requests,
-                                    [&] { return new runtime_impl(a, global); })};
+  return runtime_t{util::tagged(util::allocating(call, "runtime attributes", a.max_requests,
+                                                 [&] { return new runtime_impl(a, global); }))};
 }
 
 int get_rank_impl(const rank_args& a, int which) {
@@ -136,12 +136,12 @@ void g_runtime_fina() {
 }
 
 runtime_t get_g_runtime() {
-  return runtime_t{global_runtime()};
+  return runtime_t{util::tagged(global_runtime())};
 }
 
 void free_runtime(runtime_t* runtime) {
   if (!runtime || !runtime->p) util::fail("free_runtime", "runtime", "empty", "nothing to free");
-  destroy_runtime(runtime->p, "free_runtime");
+  destroy_runtime(util::live(runtime->p, "free_runtime", "runtime"), "free_runtime");
   runtime->p = nullptr;
 }
 
@@ -173,9 +173,10 @@ namespace detail {
 device_t alloc_device_impl(const device_args& a) {
   runtime_impl* rt = resolve_runtime(a.runtime, "alloc_device");
   if (a.inbox_depth) util::check_range("alloc_device", "inbox_depth", a.inbox_depth, 2, 1 << 20);
-  return device_t{util::allocating("alloc_device", "inbox_depth", a.inbox_depth, [&] {
-    return rt->alloc_device(a.packet_pool.p, a.inbox_depth);
-  })};
+  packet_pool_impl* pool = util::live(a.packet_pool.p, "alloc_device", "packet_pool");
+  return device_t{util::tagged(util::allocating("alloc_device", "inbox_depth", a.inbox_depth, [&] {
+    return rt->alloc_device(pool, a.inbox_depth);
+  }))};
 }
 
 packet_pool_t alloc_packet_pool_impl(const packet_pool_args& a) {
@@ -188,46 +189,48 @@ packet_pool_t alloc_packet_pool_impl(const packet_pool_args& a) {
   if (ps * n > (size_t(1) << 40))
     util::fail("alloc_packet_pool", "npackets", std::to_string(n),
                "packet_size x npackets exceeds 1 TiB");
-  return packet_pool_t{
-      util::allocating("alloc_packet_pool", "npackets", n, [&] { return rt->alloc_pool(ps, n); })};
+  return packet_pool_t{util::tagged(
+      util::allocating("alloc_packet_pool", "npackets", n, [&] { return rt->alloc_pool(ps, n); }))};
 }
 
 matching_engine_t alloc_matching_engine_impl(const matching_engine_args& a) {
   runtime_impl* rt = resolve_runtime(a.runtime, "alloc_matching_engine");
   if (a.nbuckets)
     util::check_range("alloc_matching_engine", "nbuckets", a.nbuckets, 1, size_t(1) << 30);
-  return matching_engine_t{util::allocating("alloc_matching_engine", "nbuckets", a.nbuckets, [&] {
-    return rt->alloc_engine(a.nbuckets, a.make_key);
-  })};
+  return matching_engine_t{
+      util::tagged(util::allocating("alloc_matching_engine", "nbuckets", a.nbuckets,
+                                    [&] { return rt->alloc_engine(a.nbuckets, a.make_key); }))};
 }
 
 comp_t alloc_cq_impl(const comp_args& a) {
   runtime_impl* rt = resolve_runtime(a.runtime, "alloc_cq");
   const size_t depth = a.depth ? a.depth : rt->attr.cq_depth;
   util::check_range("alloc_cq", "depth", depth, 2, size_t(1) << 30);
-  return comp_t{util::allocating("alloc_cq", "depth", depth, [&] { return new cq_impl(depth); })};
+  return comp_t{util::tagged(
+      util::allocating("alloc_cq", "depth", depth, [&] { return new cq_impl(depth); }))};
 }
 
 comp_t alloc_sync_impl(const comp_args& a) {
   if (a.threshold < 1 || a.threshold > (size_t(1) << 24))
     util::fail("alloc_sync", "threshold", std::to_string(a.threshold), "must be 1 .. 2^24");
-  return comp_t{util::allocating("alloc_sync", "threshold", a.threshold,
-                                 [&] { return new sync_impl(a.threshold); })};
+  return comp_t{util::tagged(util::allocating("alloc_sync", "threshold", a.threshold,
+                                              [&] { return new sync_impl(a.threshold); }))};
 }
 
 comp_t alloc_handler_impl(const comp_args& a) {
   if (!a.fn) util::fail("alloc_handler", "fn", "empty", "a handler needs a function");
-  return comp_t{new handler_impl(a.fn)};
+  return comp_t{util::tagged(static_cast<comp_impl*>(new handler_impl(a.fn)))};
 }
 
 rcomp_t register_rcomp_impl(const rcomp_args& a) {
   if (!a.comp.p)
     util::fail("register_rcomp", "comp", "empty", "register an allocated completion object");
-  return resolve_runtime(a.runtime, "register_rcomp")->register_rcomp(a.comp.p, a.packet_delivery);
+  comp_impl* c = util::live(a.comp.p, "register_rcomp", "comp");
+  return resolve_runtime(a.runtime, "register_rcomp")->register_rcomp(c, a.packet_delivery);
 }
 
 void* get_upacket_impl(const upacket_args& a) {
-  packet_pool_impl* p = a.packet_pool.p;
+  packet_pool_impl* p = util::live(a.packet_pool.p, "get_upacket", "packet_pool");
   if (!p) p = resolve_runtime(a.runtime, "get_upacket")->default_pool;
   return p->get();
 }
@@ -236,7 +239,7 @@ void* get_upacket_impl(const upacket_args& a) {
 
 void free_device(device_t* device) {
   if (!device || !device->p) util::fail("free_device", "device", "empty", "nothing to free");
-  device_impl* d = device->p;
+  device_impl* d = util::live(device->p, "free_device", "device");
   if (d == d->rt.default_device)
     util::fail("free_device", "device", "default device", "the runtime frees its default device");
   if (size_t n = d->pending_operations())
@@ -247,44 +250,48 @@ void free_device(device_t* device) {
 }
 
 device_t get_default_device(runtime_t runtime) {
-  return device_t{resolve_runtime(runtime, "get_default_device")->default_device};
+  return device_t{util::tagged(resolve_runtime(runtime, "get_default_device")->default_device)};
 }
 
 void free_packet_pool(packet_pool_t* pool) {
   if (!pool || !pool->p) util::fail("free_packet_pool", "pool", "empty", "nothing to free");
+  packet_pool_impl* p = util::live(pool->p, "free_packet_pool", "pool");
   // The pool's own runtime, whichever it is (not the global one by default).
-  runtime_impl* rt = find_runtime([&](runtime_impl& r) { return r.has_pool(pool->p); });
+  runtime_impl* rt = find_runtime([&](runtime_impl& r) { return r.has_pool(p); });
   if (!rt)
     util::fail("free_packet_pool", "pool", util::to_hex(pool->p),
                "not a pool of any live runtime (freed already, or its runtime was)");
-  if (pool->p == rt->default_pool)
+  if (p == rt->default_pool)
     util::fail("free_packet_pool", "pool", "default pool", "the runtime frees its default pool");
-  rt->free_pool(pool->p);
+  rt->free_pool(p);
   pool->p = nullptr;
 }
 
 packet_pool_t get_default_packet_pool(runtime_t runtime) {
-  return packet_pool_t{resolve_runtime(runtime, "get_default_packet_pool")->default_pool};
+  return packet_pool_t{
+      util::tagged(resolve_runtime(runtime, "get_default_packet_pool")->default_pool)};
 }
 
 void free_matching_engine(matching_engine_t* engine) {
   if (!engine || !engine->p)
     util::fail("free_matching_engine", "engine", "empty", "nothing to free");
-  runtime_impl* rt = find_runtime([&](runtime_impl& r) { return r.has_engine(engine->p); });
+  matching_engine_impl* e = util::live(engine->p, "free_matching_engine", "engine");
+  runtime_impl* rt = find_runtime([&](runtime_impl& r) { return r.has_engine(e); });
   if (!rt)
     util::fail("free_matching_engine", "engine", util::to_hex(engine->p),
                "not an engine of any live runtime (freed already, or its runtime was)");
-  rt->free_engine(engine->p);
+  rt->free_engine(e);
   engine->p = nullptr;
 }
 
 matching_engine_t get_default_matching_engine(runtime_t runtime) {
-  return matching_engine_t{resolve_runtime(runtime, "get_default_matching_engine")->default_engine};
+  return matching_engine_t{
+      util::tagged(resolve_runtime(runtime, "get_default_matching_engine")->default_engine)};
 }
 
 void free_comp(comp_t* comp) {
   if (!comp || !comp->p) util::fail("free_comp", "comp", "empty", "nothing to free");
-  comp_impl* c = comp->p;
+  comp_impl* c = util::live(comp->p, "free_comp", "comp");
   if (c->kind == comp_kind::graph && c->pending.load(std::memory_order_acquire))
     util::fail("free_comp", "comp", util::to_hex(c), "the graph is running");
   if (int64_t n = c->pending.load(std::memory_order_acquire))
@@ -303,35 +310,52 @@ void deregister_rcomp(rcomp_t rcomp, runtime_t runtime) {
   resolve_runtime(runtime, "deregister_rcomp")->deregister_rcomp(rcomp);
 }
 
+namespace {
+[[noreturn, gnu::cold, gnu::noinline]] void fail_kind(const comp_impl* p, const char* call,
+                                                      const char* arg, const char* what,
+                                                      const char* alloc) {
+  util::fail(call, arg, p ? what : "empty", alloc);
+}
+
+// The completion queue or synchronizer a handle names, checked. Inline: queues are popped
+// on the critical path.
+template <typename T>
+[[gnu::always_inline]] inline T* as_kind(comp_t c, comp_kind k, const char* call, const char* arg,
+                                         const char* what, const char* alloc) {
+  comp_impl* p = util::live(c.p, call, arg);
+  if (!p || p->kind != k) [[unlikely]]
+    fail_kind(p, call, arg, what, alloc);
+  return static_cast<T*>(p);
+}
+}  // namespace
+
 status_t cq_pop(comp_t cq) {
-  if (!cq.p || cq.p->kind != comp_kind::cq)
-    util::fail("cq_pop", "cq", cq.p ? "not a completion queue" : "empty",
-               "pass a comp from alloc_cq");
+  auto* q = as_kind<cq_impl>(cq, comp_kind::cq, "cq_pop", "cq", "not a completion queue",
+                             "pass a comp from alloc_cq");
   status_t s;
-  if (!static_cast<cq_impl*>(cq.p)->pop(s)) s.error = errorcode_t::retry;
+  if (!q->pop(s)) s.error = errorcode_t::retry;
   return s;
 }
 
 size_t cq_size(comp_t cq) {
-  if (!cq.p || cq.p->kind != comp_kind::cq)
-    util::fail("cq_size", "cq", cq.p ? "not a completion queue" : "empty",
-               "pass a comp from alloc_cq");
-  return static_cast<cq_impl*>(cq.p)->size();
+  return as_kind<cq_impl>(cq, comp_kind::cq, "cq_size", "cq", "not a completion queue",
+                          "pass a comp from alloc_cq")
+      ->size();
 }
 
 bool sync_test(comp_t sync, status_t* statuses) {
-  if (!sync.p || sync.p->kind != comp_kind::sync)
-    util::fail("sync_test", "sync", sync.p ? "not a synchronizer" : "empty",
-               "pass a comp from alloc_sync");
-  return static_cast<sync_impl*>(sync.p)->test(statuses);
+  return as_kind<sync_impl>(sync, comp_kind::sync, "sync_test", "sync", "not a synchronizer",
+                            "pass a comp from alloc_sync")
+      ->test(statuses);
 }
 
 error_t comp_signal(comp_t comp, status_t status) {
-  if (!comp.p) util::fail("comp_signal", "comp", "empty", "nothing to signal");
-  if (comp.p->kind == comp_kind::graph)
+  comp_impl* c = util::live(comp.p, "comp_signal", "comp");
+  if (!c) util::fail("comp_signal", "comp", "empty", "nothing to signal");
+  if (c->kind == comp_kind::graph)
     util::fail("comp_signal", "comp", "a graph",
                "finish a function node with graph_node_mark_complete instead");
-  return signal_comp(comp.p, status) ? errorcode_t::done : errorcode_t::retry_nomem;
+  return signal_comp(c, status) ? errorcode_t::done : errorcode_t::retry_nomem;
 }
 
 void put_upacket(void* packet) {
@@ -350,9 +374,42 @@ void put_upacket(void* packet) {
 // ---- operations ---------------------------------------------------------------------------
 namespace detail {
 
-static device_impl* resolve_device(const comm_args& a) {
-  if (a.device.p) return a.device.p;
+[[gnu::always_inline]] static inline device_impl* resolve_device(const comm_args& a) {
+  if (a.device.p) return util::live(a.device.p, a.call_name, "device");
   return resolve_runtime(a.runtime, a.call_name)->default_device;
+}
+
+// Whether no handle a post names carries a generation tag (its object's memory was never
+// freed before: nearly always) and each one is live; false sends the post the slow way,
+// which checks again and says what is wrong. Inline, and with no tag the check of a live
+// object is one compare with a constant: every post passes here.
+[[gnu::always_inline]] static inline bool untagged_and_live(const comm_args& a) {
+  const auto c = reinterpret_cast<uintptr_t>(a.local_comp.p);
+  const auto e = reinterpret_cast<uintptr_t>(a.matching_engine.p);
+  const auto p = reinterpret_cast<uintptr_t>(a.packet_pool.p);
+  const auto d = reinterpret_cast<uintptr_t>(a.device.p);
+  const auto r = reinterpret_cast<uintptr_t>(a.runtime.p);
+  if ((c | e | p | d | r) & ~util::gen::address_mask) return false;
+  return util::live_untagged(c) && util::live_untagged(e) && util::live_untagged(p) &&
+         util::live_untagged(d) && util::live_untagged(r);
+}
+
+// A copy of `a` whose handles are checked and stripped of their tags (the layers below
+// dereference them).
+[[gnu::noinline]] static comm_args untagged(const comm_args& a) {
+  const char* call = a.call_name;
+  comm_args b = a;
+  b.local_comp.p = util::live(a.local_comp.p, call, "local_comp");
+  b.matching_engine.p = util::live(a.matching_engine.p, call, "matching_engine");
+  b.packet_pool.p = util::live(a.packet_pool.p, call, "packet_pool");
+  b.device.p = util::live(a.device.p, call, "device");
+  b.runtime.p = util::live(a.runtime.p, call, "runtime");
+  return b;
+}
+
+[[gnu::noinline]] static status_t post_tagged(const comm_args& a) {
+  const comm_args b = untagged(a);
+  return resolve_device(b)->post(b);
 }
 
 mr_t register_memory_impl(const register_args& a) {
@@ -372,23 +429,28 @@ mr_t register_memory_impl(const register_args& a) {
   if (msync(reinterpret_cast<void*>(first), end - first, MS_ASYNC) != 0 && errno == ENOMEM)
     util::fail("register_memory", "base", util::to_hex(a.base),
                "the range of " + std::to_string(a.size) + " bytes is not all mapped memory");
-  return mr_t{rt->register_memory(a.base, a.size)};
+  return mr_t{util::tagged(rt->register_memory(a.base, a.size))};
 }
 
 status_t post_comm_impl(const comm_args& a) {
-  return resolve_device(a)->post(a);
+  if (!untagged_and_live(a)) [[unlikely]]
+    return post_tagged(a);
+  // Checked above: the device needs no second look.
+  if (a.device.p) return a.device.p->post(a);
+  return resolve_runtime(a.runtime, a.call_name)->default_device->post(a);
 }
 
 bool cancel_recv_impl(const comm_args& a) {
-  device_impl* d = resolve_device(a);
-  if (a.rank < 0 || a.rank >= d->rt.size())
-    util::fail("cancel_recv", "rank", std::to_string(a.rank),
+  const comm_args b = untagged(a);
+  device_impl* d = resolve_device(b);
+  if (b.rank < 0 || b.rank >= d->rt.size())
+    util::fail("cancel_recv", "rank", std::to_string(b.rank),
                "out of range [0, " + std::to_string(d->rt.size()) + ")");
-  return d->cancel(a);
+  return d->cancel(b);
 }
 
 static device_impl* resolve_device(const progress_args& a, const char* call) {
-  if (a.device.p) return a.device.p;
+  if (a.device.p) return util::live(a.device.p, call, "device");
   return resolve_runtime(a.runtime, call)->default_device;
 }
 
@@ -407,7 +469,7 @@ status_t barrier_impl(const progress_args& a) {
   status_t s;
   s.rank = d->rt.rank();
   if (a.comp.p) {
-    start_barrier(*d, a.comp.p);
+    start_barrier(*d, util::live(a.comp.p, "barrier", "comp"));
     s.error = errorcode_t::posted;
     return s;
   }
@@ -429,10 +491,8 @@ status_t graph_wait_impl(comp_t graph, const progress_args& a) {
 }
 
 void sync_wait_impl(comp_t sync, status_t* statuses, const progress_args& a) {
-  if (!sync.p || sync.p->kind != comp_kind::sync)
-    util::fail("sync_wait", "sync", sync.p ? "not a synchronizer" : "empty",
-               "pass a comp from alloc_sync");
-  auto* s = static_cast<sync_impl*>(sync.p);
+  auto* s = as_kind<sync_impl>(sync, comp_kind::sync, "sync_wait", "sync", "not a synchronizer",
+                               "pass a comp from alloc_sync");
   device_impl* d = resolve_device(a, "sync_wait");
   while (!s->test(statuses)) d->progress();
 }
@@ -441,23 +501,24 @@ void sync_wait_impl(comp_t sync, status_t* statuses, const progress_args& a) {
 // ---- memory registration ------------------------------------------------------------------
 void deregister_memory(mr_t* mr) {
   if (!mr || !mr->p) util::fail("deregister_memory", "mr", "empty", "not a registration");
-  if (!mr->p->rt)
+  mr_impl* m = util::live(mr->p, "deregister_memory", "mr");
+  if (!m->rt)
     util::fail("deregister_memory", "runtime", "freed",
                "the region's runtime was freed (g_runtime_fina or free_runtime) before it");
-  mr->p->rt->deregister_memory(mr->p);
+  m->rt->deregister_memory(m);
   mr->p = nullptr;
 }
 
 rmr_t get_rmr(mr_t mr) {
   if (!mr.p) util::fail("get_rmr", "mr", "empty", "not a registration");
-  return mr.p->rmr;
+  return util::live(mr.p, "get_rmr", "mr")->rmr;
 }
 
 void* mr_t::get_attr_base() const {
-  return p ? reinterpret_cast<void*>(p->rmr.base) : nullptr;
+  return p ? reinterpret_cast<void*>(util::live(p, "get_attr_base", "mr")->rmr.base) : nullptr;
 }
 size_t mr_t::get_attr_size() const {
-  return p ? p->rmr.size : 0;
+  return p ? util::live(p, "get_attr_size", "mr")->rmr.size : 0;
 }
 
 }  // namespace weft

@@ -20,8 +20,8 @@ void start_barrier(device_impl& d, comp_impl* done) {
     send.is_op = true;
     send.op.rank = (me + dist) % n;
     send.op.tag = (tag_t(epoch) << 6) | tag_t(round);
-    send.op.device.p = &d;
-    send.op.matching_engine.p = d.rt.engine(internal_engine_id);
+    send.op.device.p = util::tagged(&d);  // the graph posts these as handles
+    send.op.matching_engine.p = util::tagged(d.rt.engine(internal_engine_id));
     send.op.call_name = "barrier";
     graph_node_args recv = send;
     recv.op.direction = direction_t::IN;

@@ -16,6 +16,7 @@
 #include "core/request.hpp"
 #include "core/wire.hpp"
 #include "net/backend.hpp"
+#include "util/generation.hpp"
 #include "util/spinlock.hpp"
 #include "weft/weft.hpp"
 
@@ -51,6 +52,7 @@ using backlog_item = std::variant<backlog_work::post, backlog_work::signal, back
 
 class device_impl final : public net::sink {
  public:
+  WEFT_GENERATIONAL_MEMORY  // behind device_t handles, which carry a generation
   device_impl(runtime_impl& rt, int index, packet_pool_impl* pool, size_t inbox_depth);
   ~device_impl() override;
 
@@ -64,6 +66,7 @@ class device_impl final : public net::sink {
   void on_put_local_done(void* ctx, bool ok) override;
   void on_get_done(void* ctx, bool ok) override;
   bool on_remote_notify(int rank, const void* note, size_t len) override;
+  bool expects_data(int rank, uint64_t addr, size_t size, const void* note, size_t len) override;
 
   // Signals `c` with `s` (or queues the signal when `c` cannot take it now). `counted`:
   // the operation was counted as pending on `c`.

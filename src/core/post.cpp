@@ -9,6 +9,7 @@
 #include "match/matching_engine.hpp"
 #include "pool/packet_pool.hpp"
 #include "util/fail.hpp"
+#include "util/tsan.hpp"
 
 namespace weft::detail {
 namespace {
@@ -369,6 +370,7 @@ status_t device_impl::match_arrived(const recv_side& recv, request* u, const com
   device_impl* via = u->dev;
   const int peer = u->rank;
   u->publish(req_kind::rdv_recv);  // last touch: after the clear-to-send, u may complete
+  WEFT_TSAN_RELEASE(reinterpret_cast<void*>(b.raddr));
   via->send_control(peer, h, &b, sizeof(b));
   s.error = errorcode_t::posted;
   return s;

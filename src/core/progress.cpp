@@ -15,6 +15,7 @@
 #include "util/log.hpp"
 #include "util/small_copy.hpp"
 #include "util/thread_index.hpp"
+#include "util/tsan.hpp"
 
 namespace weft::detail {
 namespace {
@@ -61,7 +62,8 @@ device_impl::device_impl(runtime_impl& r, int idx, packet_pool_impl* p, size_t i
 }
 
 device_impl::~device_impl() {
-  // Unexpected messages nobody received: release their buffers.
+  // Unexpected messages nobody received, and active messages whose data never came: release
+  // their buffers.
   for (uint32_t i = 0; i < slab.capacity() && slab.in_use(); ++i) {
     request& q = slab.at(i);
     if (q.kind() == req_kind::unexpected_eager) {
@@ -69,6 +71,8 @@ device_impl::~device_impl() {
         q.pool->put(q.buf);
       else
         std::free(q.buf);
+    } else if (q.kind() == req_kind::rdv_recv && q.is_am) {
+      std::free(q.buf);
     }
   }
 }
@@ -438,6 +442,7 @@ bool device_impl::arrive_rts(int rank, const wire_header& h, const rts_body& b) 
     c.type = uint8_t(msg_type::cts);
     cts_body cb{b.sreq, slab.handle(r), reinterpret_cast<uint64_t>(buf), b.size};
     r->publish(req_kind::rdv_recv);  // last touch before the clear-to-send goes out
+    WEFT_TSAN_RELEASE(buf);
     send_control(rank, c, &cb, sizeof(cb));
     return true;
   }
@@ -526,6 +531,16 @@ bool device_impl::on_remote_notify(int rank, const void* data, size_t len) {
   return true;
 }
 
+bool device_impl::expects_data(int rank, uint64_t addr, size_t size, const void* note, size_t len) {
+  if (len != sizeof(rendezvous_note) ||
+      *static_cast<const uint8_t*>(note) != uint8_t(note_type::rendezvous))
+    return false;
+  rendezvous_note n;
+  memcpy(&n, note, sizeof(n));
+  const request* r = slab.lookup(n.rreq, req_kind::rdv_recv);
+  return r && r->rank == rank && reinterpret_cast<uint64_t>(r->buf) == addr && size <= r->size;
+}
+
 void device_impl::finish_request(request* q, errorcode_t code) {
   status_t st;
   st.error = code;
@@ -534,6 +549,13 @@ void device_impl::finish_request(request* q, errorcode_t code) {
   st.buf = q->buf;
   st.size = q->size;
   st.user_context = q->user_context;
+  // An active message that failed half-way (its sender died, or refused it) reaches its
+  // queue as an error with no buffer: what had arrived is freed here, since a program that
+  // frees the buffers of the messages it takes would not expect one with an error.
+  if (q->is_am && q->kind() == req_kind::rdv_recv && st.error.is_error()) {
+    std::free(st.buf);
+    st.buf = nullptr;
+  }
   comp_impl* c = q->comp;
   bool counted = q->counted;
   q->dev->slab.free(q);

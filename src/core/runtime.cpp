@@ -47,7 +47,8 @@ runtime_impl* find_runtime(const std::function<bool(runtime_impl&)>& pred) {
 }
 
 runtime_impl* resolve_runtime(runtime_t rt, const char* call) {
-  runtime_impl* r = rt.p ? rt.p : g_runtime.load(std::memory_order_acquire);
+  runtime_impl* r =
+      rt.p ? util::live(rt.p, call, "runtime") : g_runtime.load(std::memory_order_acquire);
   if (!r)
     util::fail(call, "runtime", "none",
                "no runtime is active (call g_runtime_init() first; calls after "

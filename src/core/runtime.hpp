@@ -11,6 +11,7 @@
 
 #include "bootstrap/bootstrap.hpp"
 #include "net/backend.hpp"
+#include "util/generation.hpp"
 #include "util/mpmc_array.hpp"
 #include "weft/weft.hpp"
 
@@ -35,7 +36,8 @@ struct runtime_attr {
 };
 
 struct mr_impl {
-  runtime_impl* rt;
+  WEFT_GENERATIONAL_MEMORY  // behind mr_t handles, which carry a generation
+      runtime_impl* rt;
   net::mr_t net;
   rmr_t rmr;
 };
@@ -50,6 +52,7 @@ inline constexpr uint32_t internal_engine_id = 0;
 
 class runtime_impl {
  public:
+  WEFT_GENERATIONAL_MEMORY  // behind runtime_t handles, which carry a generation
   runtime_impl(const runtime_args& a, bool global);
   ~runtime_impl();
 

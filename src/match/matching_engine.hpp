@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "util/generation.hpp"
 #include "util/spinlock.hpp"
 #include "weft/types.hpp"
 
@@ -25,6 +26,7 @@ struct match_entry {
 
 class matching_engine_impl {
  public:
+  WEFT_GENERATIONAL_MEMORY  // behind matching_engine_t handles, which carry a generation
   matching_engine_impl(uint32_t id, size_t nbuckets, make_key_fn_t user_fn);
 
   uint32_t id() const { return id_; }

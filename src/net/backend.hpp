@@ -38,6 +38,10 @@ class sink {
   // or of a get by `rank` (its data has been read from this process's memory). `note` is
   // the blob the initiator passed, valid only during the call. False: not taken.
   virtual bool on_remote_notify(int rank, const void* note, size_t len) = 0;
+  // Whether `rank` may write rendezvous data of `size` bytes at `addr`, which carries
+  // `note`: only into a buffer this process offered that rank (a backend that copies the
+  // data itself asks first, since the address comes from the peer).
+  virtual bool expects_data(int rank, uint64_t addr, size_t size, const void* note, size_t len) = 0;
 };
 
 // A local registration. Backends that need none (shm) fill base and size only.

@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <memory>
 
+#include "util/generation.hpp"
 #include "util/mpmc_array.hpp"
 #include "util/spinlock.hpp"
 #include "util/thread_index.hpp"
@@ -27,6 +28,7 @@ namespace weft::detail {
 
 class packet_pool_impl {
  public:
+  WEFT_GENERATIONAL_MEMORY  // behind packet_pool_t handles, which carry a generation
   packet_pool_impl(size_t packet_size, size_t npackets);
   ~packet_pool_impl();
 

@@ -142,8 +142,10 @@ int main(void) {
   weft_comp_t cq, sync, sync2, handler;
   OK(weft_alloc_cq(&cq));
   OK(weft_alloc_cq_x(NULL, 16, &sync)); /* a second queue, freed at once */
+  sync2 = sync;                         /* a copy of its handle goes stale */
   OK(weft_free_comp(&sync));
   CHECK(sync == NULL);
+  REFUSED(weft_free_comp(&sync2), "a stale handle");
   OK(weft_alloc_sync(1, &sync));
   OK(weft_alloc_sync(2, &sync2));
   OK(weft_alloc_handler(on_signal, &handler_calls, &handler));

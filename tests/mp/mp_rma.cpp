@@ -10,6 +10,7 @@
 #include "core/device.hpp"
 #include "mp_common.hpp"
 #include "mp_scenarios.hpp"
+#include "util/generation.hpp"
 
 using namespace mp;
 
@@ -155,7 +156,29 @@ struct recording_sink final : weft::net::sink {
     get_ok = ok;
   }
   bool on_remote_notify(int, const void*, size_t) override { return true; }
+  bool expects_data(int, uint64_t, size_t, const void*, size_t) override { return false; }
 };
+
+// Polls the backend until the put and the get posted through it both ended, across a
+// barrier (so the peer progresses meanwhile), and checks both were refused with nothing read.
+static void expect_both_refused(weft::net::device* net, recording_sink& rec,
+                                const std::vector<char>& got, const char* what) {
+  weft::comp_t bsync = weft::alloc_sync();
+  weft::barrier_x().comp(bsync)();
+  deadline d;
+  weft::status_t bs;
+  while (rec.put_done == 0 || rec.get_done == 0 || !weft::sync_test(bsync, &bs)) {
+    net->poll(rec, 32);
+    weft::progress();
+    d.check(what);
+  }
+  CHECK_EQ(rec.put_done, 1);
+  CHECK(!rec.put_ok);
+  CHECK_EQ(rec.get_done, 1);
+  CHECK(!rec.get_ok);
+  CHECK_EQ(got[0], 0x22);
+  weft::free_comp(&bsync);
+}
 
 // Bad handles: refused at the caller with a message, and refused by the backend itself
 // when a handle goes stale after the check at posting (called directly here, as a race
@@ -236,7 +259,7 @@ int scenario_rma_errors() {
   // A device of its own (collective: every rank allocates it), polled only with the
   // recording sink, while the default device runs the barrier.
   weft::device_t raw = weft::alloc_device();
-  auto* net = raw.p->net.get();
+  auto* net = weft::util::live(raw.p, "test", "device")->net.get();
   recording_sink rec;
   const weft::net::rkey_t key{fresh.key, fresh.generation};
   deadline asked;
@@ -251,23 +274,9 @@ int scenario_rma_errors() {
     net->poll(rec, 32);
     asked.check("the backend to take a get with a stale handle");
   }
-  weft::comp_t bsync = weft::alloc_sync();
-  weft::barrier_x().comp(bsync)();
-  deadline d;
-  weft::status_t bs;
-  while (rec.put_done == 0 || rec.get_done == 0 || !weft::sync_test(bsync, &bs)) {
-    net->poll(rec, 32);
-    weft::progress();
-    d.check("the backend's refusal of a stale handle");
-  }
-  CHECK_EQ(rec.put_done, 1);
-  CHECK(!rec.put_ok);
-  CHECK_EQ(rec.get_done, 1);
-  CHECK(!rec.get_ok);
-  CHECK_EQ(got[0], 0x22);
+  expect_both_refused(net, rec, got, "the backend's refusal of a stale handle");
   CHECK_EQ(second[100], char(pattern(0, 9)));  // untouched since the last good put
   CHECK_EQ(second[0], 0x33);
-  weft::free_comp(&bsync);
   weft::barrier();
   weft::free_device(&raw);
   weft::free_comp(&sync);
@@ -597,7 +606,7 @@ int scenario_rma_forged() {
   // there, not while it allocates the device (collective, no progress).
   weft::barrier();
   weft::device_t raw = weft::alloc_device();
-  auto* net = raw.p->net.get();
+  auto* net = weft::util::live(raw.p, "test", "device")->net.get();
   recording_sink rec;
   std::vector<char> big(6000, 0x11);
   std::vector<char> got(4096, 0x22);
@@ -612,21 +621,7 @@ int scenario_rma_forged() {
     net->poll(rec, 32);
     asked.check("the backend to take a get with key 0");
   }
-  weft::comp_t bsync = weft::alloc_sync();
-  weft::barrier_x().comp(bsync)();
-  deadline d;
-  weft::status_t bs;
-  while (rec.put_done == 0 || rec.get_done == 0 || !weft::sync_test(bsync, &bs)) {
-    net->poll(rec, 32);
-    weft::progress();
-    d.check("the target's refusal of key 0");
-  }
-  CHECK_EQ(rec.put_done, 1);
-  CHECK(!rec.put_ok);
-  CHECK_EQ(rec.get_done, 1);
-  CHECK(!rec.get_ok);
-  CHECK_EQ(got[0], 0x22);
-  weft::free_comp(&bsync);
+  expect_both_refused(net, rec, got, "the target's refusal of key 0");
   weft::barrier();  // every neighbour has tried
   size_t touched = 0;
   for (unsigned char c : secret) touched += c != 0x77;

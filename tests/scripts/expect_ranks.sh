@@ -55,22 +55,19 @@ if grep -q "CHECK failed\|CHECK_EQ failed" "$out"; then
   echo "expect_ranks: a check failed" >&2
   status=1
 fi
-set -- "${logs[@]+"${logs[@]}"}"
-while [ $# -ge 2 ]; do
-  got=$(grep -Ec -- "$1" "$out")
-  if [ "$got" -lt "$2" ]; then
-    echo "expect_ranks: '$1' $got times, expected at least $2" >&2
-    status=1
-  fi
+# Pairs of (regex, count): each must occur at least (-lt fails) or at most (-gt fails) count times.
+count_lines() {  # -lt|-gt, "least"|"most", pattern count ...
+  local cmp=$1 word=$2 got
   shift 2
-done
-set -- "${most[@]+"${most[@]}"}"
-while [ $# -ge 2 ]; do
-  got=$(grep -Ec -- "$1" "$out")
-  if [ "$got" -gt "$2" ]; then
-    echo "expect_ranks: '$1' $got times, expected at most $2" >&2
-    status=1
-  fi
-  shift 2
-done
+  while [ $# -ge 2 ]; do
+    got=$(grep -Ec -- "$1" "$out")
+    if [ "$got" "$cmp" "$2" ]; then
+      echo "expect_ranks: '$1' $got times, expected at $word $2" >&2
+      status=1
+    fi
+    shift 2
+  done
+}
+count_lines -lt least "${logs[@]+"${logs[@]}"}"
+count_lines -gt most "${most[@]+"${most[@]}"}"
 exit $status

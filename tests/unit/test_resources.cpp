@@ -9,7 +9,8 @@
 #include <vector>
 
 #include "backlog/backlog_queue.hpp"
-#include "bootstrap/pmi.hpp"
+#include "bootstrap/kvs_wire.hpp"
+#include "bootstrap/pmi_wire.hpp"
 #include "comp/comp.hpp"
 #include "core/request.hpp"
 #include "match/matching_engine.hpp"
@@ -383,4 +384,44 @@ TEST(Bootstrap, ProcessMapping) {
   EXPECT_TRUE(parse_process_mapping("(vector,(0,0,1))", 2).empty());
   EXPECT_TRUE(parse_process_mapping("(vector,(0,1))", 2).empty());
   EXPECT_TRUE(parse_process_mapping("(list,(0,1,1))", 2).empty());
+  // A huge node count ends as soon as every rank has its node; a start that would
+  // overflow is refused.
+  EXPECT_EQ(parse_process_mapping("(vector,(0,2147483647,1))", 2), (v{0, 1}));
+  EXPECT_TRUE(parse_process_mapping("(vector,(2147483647,2,1))", 2).empty());
+  EXPECT_TRUE(parse_process_mapping("(vector,(-1,1,1))", 2).empty());
+}
+
+// PMI-2 frame lengths and bodies, PMI-1 lines: what the launcher sends, parsed strictly.
+TEST(Bootstrap, PmiReplies) {
+  using namespace weft::bootstrap;
+  size_t n = 0;
+  EXPECT_TRUE(parse_pmi2_length("42    ", &n));
+  EXPECT_EQ(n, 42u);
+  EXPECT_TRUE(parse_pmi2_length("000017", &n));
+  EXPECT_EQ(n, 17u);
+  EXPECT_TRUE(parse_pmi2_length("   113", &n));  // hydra pads on the left
+  EXPECT_EQ(n, 113u);
+  EXPECT_FALSE(parse_pmi2_length("-00001", &n));  // was SIZE_MAX bytes, then length_error
+  EXPECT_FALSE(parse_pmi2_length("      ", &n));
+  EXPECT_FALSE(parse_pmi2_length("4 2   ", &n));
+  EXPECT_FALSE(parse_pmi2_length(" 4 2  ", &n));
+  EXPECT_TRUE(parse_pmi2_length("999999", &n));  // the most 6 digits say: under the bound
+  pmi_fields f = parse_pmi2_body("cmd=kvs-get-response;found=TRUE;value=a;;b;");
+  EXPECT_EQ(f["value"], "a;b");
+  EXPECT_EQ(parse_pmi1_line("cmd=get_result rc=0 value=x junk")["value"], "x");
+}
+
+// weftrun's key-value requests: a HELLO names a rank only as a plain decimal number.
+TEST(Bootstrap, KvsRequests) {
+  using weft::bootstrap::parse_kvs_request;
+  EXPECT_EQ(parse_kvs_request("HELLO 3").rank, 3);
+  EXPECT_EQ(parse_kvs_request("HELLO abc").rank, -1);  // atoi made it rank 0
+  EXPECT_EQ(parse_kvs_request("HELLO -1").rank, -1);
+  EXPECT_EQ(parse_kvs_request("HELLO 3x").rank, -1);
+  EXPECT_EQ(parse_kvs_request("HELLO 12345678901").rank, -1);
+  auto p = parse_kvs_request("PUT key 6162");
+  EXPECT_TRUE(p.has_value);
+  EXPECT_EQ(p.key, "key");
+  EXPECT_EQ(p.value, "6162");
+  EXPECT_FALSE(parse_kvs_request("PUT key").has_value);
 }

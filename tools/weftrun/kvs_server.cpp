@@ -11,16 +11,15 @@ void kvs_server::reply(int fd, const std::string& line) {
 }
 
 bool kvs_server::on_line(int fd, const std::string& line) {
-  size_t sp = line.find(' ');
-  std::string cmd = line.substr(0, sp);
-  std::string rest = sp == std::string::npos ? "" : line.substr(sp + 1);
-  if (cmd == "HELLO") {
-    int r = atoi(rest.c_str());
-    if (r < 0 || size_t(r) >= fence_count_.size()) {
-      reply(fd, "ERR rank " + rest + " is not part of this job");
+  using kind = weft::bootstrap::kvs_request::kind;
+  const weft::bootstrap::kvs_request q = weft::bootstrap::parse_kvs_request(line);
+  if (q.k == kind::hello) {
+    if (q.rank < 0 || size_t(q.rank) >= fence_count_.size()) {
+      reply(fd, "ERR rank " + line.substr(std::min(line.size(), size_t(6))) +
+                    " is not part of this job");
       return false;
     }
-    rank_of_fd_[fd] = r;
+    rank_of_fd_[fd] = q.rank;
     reply(fd, "OK");
     return true;
   }
@@ -29,29 +28,27 @@ bool kvs_server::on_line(int fd, const std::string& line) {
     reply(fd, "ERR say HELLO <rank> first");
     return false;
   }
-  if (cmd == "PUT") {
-    size_t sp2 = rest.find(' ');
-    if (sp2 == std::string::npos) {
+  if (q.k == kind::put) {
+    if (!q.has_value) {
       reply(fd, "ERR PUT needs a key and a value");
       return true;
     }
-    std::string key = rest.substr(0, sp2), val = rest.substr(sp2 + 1);
-    kv_[key] = val;
+    kv_[q.key] = q.value;
     reply(fd, "OK");
-    auto range = waiting_gets_.equal_range(key);
-    for (auto w = range.first; w != range.second; ++w) reply(w->second, "VAL " + val);
+    auto range = waiting_gets_.equal_range(q.key);
+    for (auto w = range.first; w != range.second; ++w) reply(w->second, "VAL " + q.value);
     waiting_gets_.erase(range.first, range.second);
     return true;
   }
-  if (cmd == "GET") {
-    auto v = kv_.find(rest);
+  if (q.k == kind::get) {
+    auto v = kv_.find(q.key);
     if (v != kv_.end())
       reply(fd, "VAL " + v->second);
     else
-      waiting_gets_.emplace(rest, fd);
+      waiting_gets_.emplace(q.key, fd);
     return true;
   }
-  if (cmd == "FENCE") {
+  if (q.k == kind::fence) {
     int r = it->second;
     unsigned n = ++fence_count_[size_t(r)];
     for (size_t i = 0; i < exited_.size(); ++i)
@@ -63,8 +60,8 @@ bool kvs_server::on_line(int fd, const std::string& line) {
     complete_fences();
     return true;
   }
-  if (cmd == "BYE") return false;
-  reply(fd, "ERR unknown request " + cmd);
+  if (q.k == kind::bye) return false;
+  reply(fd, "ERR unknown request " + q.cmd);
   return true;
 }
 

@@ -63,6 +63,9 @@ class renumbering_sink final : public sink {
   bool on_remote_notify(int rank, const void* note, size_t len) override {
     return outer_.on_remote_notify(global_[size_t(rank)], note, len);
   }
+  bool expects_data(int rank, uint64_t addr, size_t size, const void* note, size_t len) override {
+    return outer_.expects_data(global_[size_t(rank)], addr, size, note, len);
+  }
 
  private:
   sink& outer_;

@@ -712,6 +712,25 @@ void ofi_device::complete(sink& s, op* o, bool ok) {
   }
 }
 
+// A failed operation: the first with each peer is logged at warn, the rest (a window of
+// sends that all fail once a peer is gone) at debug.
+void ofi_device::log_failure(const op& o, const fi_cq_err_entry& err) {
+  const char* what = o.kind == op::write  ? "put"
+                     : o.kind == op::read ? "get"
+                     : o.kind == op::send ? "send"
+                                          : "receive";
+  const char* why = fi_cq_strerror(cq_, err.prov_errno, err.err_data, nullptr, 0);
+  if (o.rank >= 0 && size_t(o.rank) >= failure_logged_.size())
+    failure_logged_.resize(size_t(o.rank) + 1, 0);
+  if (o.rank < 0 || !failure_logged_[size_t(o.rank)]) {
+    if (o.rank >= 0) failure_logged_[size_t(o.rank)] = 1;
+    WEFT_LOG(warn, "ofi: %s with rank %d failed: %s (later failures with it: log level debug)",
+             what, o.rank, why);
+  } else {
+    WEFT_LOG(debug, "ofi: %s with rank %d failed: %s", what, o.rank, why);
+  }
+}
+
 size_t ofi_device::poll(sink& s, size_t max) {
   if (!poll_lock_.try_lock()) return 0;
   size_t n = 0;
@@ -742,12 +761,7 @@ size_t ofi_device::poll(sink& s, size_t max) {
         ++n;
         continue;
       }
-      WEFT_LOG(warn, "ofi: %s with rank %d failed: %s",
-               o->kind == op::write  ? "put"
-               : o->kind == op::read ? "get"
-               : o->kind == op::send ? "send"
-                                     : "receive",
-               o->rank, fi_cq_strerror(cq_, err.prov_errno, err.err_data, nullptr, 0));
+      log_failure(*o, err);
       // A put or get never reaches the provider with a key its owner has not confirmed
       // (remote_keys.cpp), so one that fails lost its connection: the peer is gone, and the
       // core reports the operation as such rather than as a refused region.

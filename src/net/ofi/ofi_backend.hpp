@@ -155,6 +155,7 @@ class ofi_device final : public device {
   // older waits.
   void deliver_note(sink& s, int rank, const void* note, size_t len, bool credited = false);
   size_t retry_held(sink& s);
+  void log_failure(const op& o, const fi_cq_err_entry& err);
   // The sink took a credited message from `rank`: grant credits back in batches.
   void taken_from(int rank);
   bool send_definition(int rank, const note_sender::use& u, const void* note, size_t len);
@@ -250,8 +251,9 @@ class ofi_device final : public device {
     char note[max_note_size];
   };
   std::deque<held_msg> held_;
-  std::vector<uint32_t> held_from_;  // held_ entries by peer
-  std::vector<uint8_t> blocked_;     // retry_held's scratch: peers refused in this pass
+  std::vector<uint32_t> held_from_;      // held_ entries by peer
+  std::vector<uint8_t> blocked_;         // retry_held's scratch: peers refused in this pass
+  std::vector<uint8_t> failure_logged_;  // by peer: one failed operation was logged at warn
   size_t held_cap_ = 0;
   // Whether a message or notification from `rank` may go to the sink now (nothing of its
   // waits), and the way to keep it otherwise.

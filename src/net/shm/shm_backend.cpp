@@ -21,6 +21,7 @@
 #include "util/process.hpp"
 #include "util/small_copy.hpp"
 #include "util/thread_index.hpp"
+#include "util/tsan.hpp"
 
 namespace weft::net::shm {
 namespace {
@@ -415,6 +416,7 @@ void shm_device::direct_access(bool write, int rank, void* local, size_t size, u
   }
   regions.release(rank, held);
   if (err == ESRCH) {  // the peer has died: the operation fails, and the core says why
+    peers_[size_t(rank)]->gone.store(true, std::memory_order_relaxed);
     events_.add(local_event{done, rank, ctx, false, 0, {}});
     return;
   }
@@ -560,7 +562,17 @@ bool shm_device::handle_other_cell(sink& s, const cell_header* c, const char* da
           return true;
         }
         dst = g.dst;
-      } else if (m.kind != stream_data) {  // a user's put: only into a registered region
+      } else if (m.kind == stream_data) {  // rendezvous data: only into the buffer offered
+        if (!s.expects_data(src, m.remote_addr, m.size, m.note, m.note_len)) {
+          WEFT_LOG(error,
+                   "shm: rank %d streams %llu bytes of rendezvous data to %#llx, which "
+                   "no receive of its offered: refused",
+                   ctx_.boot().job_rank(src), static_cast<unsigned long long>(m.size),
+                   static_cast<unsigned long long>(m.remote_addr));
+          ch->verdict.store(verdict_refused, std::memory_order_release);
+          return true;
+        }
+      } else {  // a user's put: only into a registered region
         if (const char* why = ctx_.regions().acquire(me, k, m.remote_addr, m.size, held)) {
           log_refusal("put from a peer", me, k, m.remote_addr, m.size, why);
           ch->verdict.store(verdict_refused, std::memory_order_release);
@@ -568,6 +580,7 @@ bool shm_device::handle_other_cell(sink& s, const cell_header* c, const char* da
         }
       }
       ch->verdict.store(verdict_accepted, std::memory_order_release);
+      if (m.kind == stream_data) WEFT_TSAN_ACQUIRE(dst);  // offered in our clear-to-send
       incoming_put in{src,  ch,        slots_of(base, m.channel),  dst,        m.size, 0,
                       held, m.get_ctx, m.kind == stream_get_reply, m.note_len, {}};
       memcpy(in.note, m.note, sizeof(in.note));
@@ -911,11 +924,11 @@ std::atomic<int64_t> claims_to_kill{0};
 // Test builds only: WEFT_TEST_KILL_AFTER_CLAIM=R:N makes rank R kill itself with SIGKILL
 // right after its N-th claim of an inbox cell, stamped but not yet published.
 void shm_device::arm_test_hook() {
-  const char* v = getenv("WEFT_TEST_KILL_AFTER_CLAIM");
+  const std::string v = util::env_string("WEFT_TEST_KILL_AFTER_CLAIM", "");
+  const std::string me = util::env_string("WEFT_RANK", "");
   int r = -1;
   long long n = 0;
-  const char* me = getenv("WEFT_RANK");
-  if (v && sscanf(v, "%d:%lld", &r, &n) == 2 && me && atoi(me) == r && n > 0)
+  if (sscanf(v.c_str(), "%d:%lld", &r, &n) == 2 && !me.empty() && atoi(me.c_str()) == r && n > 0)
     claims_to_kill.store(n, std::memory_order_relaxed);
 }
 
@@ -926,7 +939,8 @@ void shm_device::test_hook_after_claim() {
 #endif
 
 bool shm_device::peer_alive(int rank) {
-  return util::process_exists(peers_[size_t(rank)]->pid);
+  const peer& p = *peers_[size_t(rank)];
+  return !p.gone.load(std::memory_order_relaxed) && util::process_exists(p.pid);
 }
 
 }  // namespace weft::net::shm

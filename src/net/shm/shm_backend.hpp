@@ -32,6 +32,8 @@ struct settings {
 class shm_context;
 
 class shm_device final : public device {
+  friend struct fuzz_access;  // tests/fuzz/fuzz_shm.cpp feeds the cell decoder
+
  public:
   shm_device(shm_context& ctx, int index, const device_config& cfg);
   ~shm_device() override;
@@ -89,6 +91,9 @@ class shm_device final : public device {
     bell* bell_ = nullptr;
     std::vector<lane> lanes;
     pid_t pid = 0;
+    // A cross-memory copy found the process gone (ESRCH): dead, even while it lingers as
+    // a zombie that kill(pid, 0) still finds until its parent reaps it.
+    std::atomic<bool> gone{false};
   };
   struct outgoing_put {
     int rank;

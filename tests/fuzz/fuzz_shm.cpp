@@ -1,0 +1,98 @@
+// The shared-memory backend's cell decoder (src/net/shm/shm_backend.cpp): a local peer
+// writes cells into this rank's inbox, and every kind but a plain message is decoded here
+// first (a pipelined put starting, a notification, a pipelined get's request or refusal)
+// before the core sees anything. A peer that is buggy or killed half-way can leave any
+// bytes. Input: the first byte is the cell's kind (low 3 bits), the rest its body; one rank
+// without a launcher receives it as from itself, then progresses (a pipelined put that was
+// accepted copies its data, a get is served) and empties its queue. The runtime is made anew
+// every 1000 inputs.
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <weft/weft.hpp>
+
+#include "core/device.hpp"
+#include "net/shm/layout.hpp"
+#include "net/shm/shm_backend.hpp"
+#include "util/generation.hpp"
+
+namespace weft::net::shm {
+struct fuzz_access {
+  static bool cell(shm_device& d, sink& s, uint8_t kind, const char* data, uint32_t len) {
+    cell_header c;
+    c.seq.store(0, std::memory_order_relaxed);
+    c.len = len;
+    c.src = 0;
+    c.kind = kind;
+    c.lap = 0;
+    return d.handle_other_cell(s, &c, data);
+  }
+  // The verdict word of this rank's own channel `ch` (the peer here is this rank itself).
+  static std::atomic<uint32_t>* verdict(shm_device& d, uint32_t ch) {
+    if (ch >= d.geo_.nchannels) return nullptr;
+    return &d.channel_of(d.peers_[0]->base, ch)->verdict;
+  }
+};
+}  // namespace weft::net::shm
+
+namespace {
+
+weft::detail::device_impl* dev = nullptr;
+weft::net::shm::shm_device* shm = nullptr;
+weft::comp_t cq;
+std::vector<char> region(1 << 16);
+weft::mr_t mr;
+long inputs = 0;
+
+void start() {
+  weft::g_runtime_init();
+  cq = weft::alloc_cq();
+  (void)weft::register_rcomp(cq);
+  mr = weft::register_memory(region.data(), region.size());  // something to put into or get
+  dev = weft::util::live(weft::get_default_device().p, "fuzz", "device");
+  shm = dynamic_cast<weft::net::shm::shm_device*>(dev->net.get());
+  if (!shm) abort();  // WEFT_BACKEND=shm is set below
+}
+
+void stop() {
+  weft::deregister_memory(&mr);
+  weft::free_comp(&cq);
+  weft::g_runtime_fina();
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  setenv("WEFT_LOG_LEVEL", "none", 1);
+  setenv("WEFT_BACKEND", "shm", 1);
+  start();
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size < 1 || size > 4096) return 0;
+  std::vector<char> body(reinterpret_cast<const char*>(data) + 1,
+                         reinterpret_cast<const char*>(data) + size);
+  // Property: rendezvous data is accepted only into a buffer a receive offered, and this
+  // rank offered none, so a pipelined put of kind stream_data must be refused.
+  using namespace weft::net::shm;
+  std::atomic<uint32_t>* verdict = nullptr;
+  put_start_msg m{};
+  const uint8_t kind = uint8_t(data[0] & 7);
+  if (kind == kind_put_start && body.size() == sizeof(m)) {
+    memcpy(&m, body.data(), sizeof(m));
+    if (m.kind == stream_data && m.note_len <= sizeof(m.note) &&
+        (verdict = fuzz_access::verdict(*shm, m.channel)))
+      verdict->store(verdict_pending);
+  }
+  (void)fuzz_access::cell(*shm, *dev, kind, body.data(), uint32_t(body.size()));
+  if (verdict && verdict->load() != verdict_refused) abort();
+  for (int i = 0; i < 4; ++i) weft::progress();
+  while (!weft::cq_pop(cq).error.is_retry()) {
+  }
+  if (++inputs % 1000 == 0) {
+    stop();
+    start();
+  }
+  return 0;
+}
