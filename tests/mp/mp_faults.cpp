@@ -52,7 +52,41 @@ void progress_for(double s) {
 
 // Ranks 1 and 2 send active messages to rank 0 from their main threads, so into the same
 // lane of its inbox; a test hook (WEFT_TEST_KILL_AFTER_CLAIM=2:N) kills rank 2 right after
-// it claimed a cell and before it published it. Rank 1's messages must all arrive.
+// it claimed a cell and before it published it. Rank 1 starts only once rank 0 has heard
+// nothing from rank 2 for a second, so that every one of its messages lies behind the cell
+// rank 2 left unpublished (started together, rank 1 could finish first on a loaded
+// machine, and the hole would never be met): they must all arrive.
+namespace {
+
+// Rank 0: the next message, or nothing (retry) after progressing once.
+bool pop_message(weft::comp_t cq, int* from, message* m) {
+  weft::status_t s = weft::cq_pop(cq);
+  if (s.error.is_retry()) {
+    weft::progress();
+    return false;
+  }
+  *from = s.size == sizeof(*m) ? s.rank : -1;
+  if (s.size == sizeof(*m)) memcpy(m, s.buf, sizeof(*m));
+  std::free(s.buf);
+  return true;
+}
+
+// Rank 0: counts messages in order per sender; `bad` counts any out of order or damaged.
+struct hole_tally {
+  uint64_t from[3] = {0, 0, 0};
+  int bad = 0;
+  void take(int rank, const message& m) {
+    if (rank != 1 && rank != 2) {
+      ++bad;
+      return;
+    }
+    if (m.seq != from[rank] || !intact(rank, m)) ++bad;
+    ++from[rank];
+  }
+};
+
+}  // namespace
+
 int scenario_hole() {
   const int me = weft::get_rank_me();
   if (weft::get_rank_n() != 3) die("hole needs 3 ranks");
@@ -61,6 +95,7 @@ int scenario_hole() {
   weft::rcomp_t rc = weft::register_rcomp(cq);
   weft::barrier();
   if (me != 0) {
+    if (me == 1) wait_cq(cq);  // rank 0's go: rank 2 has stopped
     for (uint64_t i = 0; i < kCount; ++i) {
       message m = make(me, i);
       post_until([&] { return weft::post_am(0, &m, sizeof(m), weft::comp_t{}, rc); });
@@ -69,30 +104,32 @@ int scenario_hole() {
     wait_cq(cq);  // rank 0 has everything: rank 1 may go
     finish_and_exit("hole");
   }
-  uint64_t from1 = 0, from2 = 0;
-  int bad = 0;
+  hole_tally t;
   deadline d(60);
-  while (from1 < kCount) {
-    weft::status_t s = weft::cq_pop(cq);
-    if (s.error.is_retry()) {
-      weft::progress();
-      d.check("rank 1's messages behind the cell rank 2 left unpublished");
-      continue;
+  auto quiet_since = std::chrono::steady_clock::now();
+  while (t.from[2] == 0 ||
+         std::chrono::steady_clock::now() - quiet_since < std::chrono::seconds(1)) {
+    int from;
+    message m;
+    if (pop_message(cq, &from, &m)) {
+      t.take(from, m);
+      quiet_since = std::chrono::steady_clock::now();
     }
-    message m{};
-    if (s.size == sizeof(m)) memcpy(&m, s.buf, sizeof(m));
-    std::free(s.buf);
-    uint64_t& next = s.rank == 1 ? from1 : from2;
-    if (s.size != sizeof(m) || (s.rank != 1 && s.rank != 2) || m.seq != next || !intact(s.rank, m))
-      ++bad;
-    ++next;
+    d.check("rank 2's messages to stop");
+  }
+  uint64_t go = 1;
+  post_until([&] { return weft::post_am(1, &go, sizeof(go), weft::comp_t{}, rc); });
+  while (t.from[1] < kCount) {
+    int from;
+    message m;
+    if (pop_message(cq, &from, &m)) t.take(from, m);
+    d.check("rank 1's messages behind the cell rank 2 left unpublished");
   }
   printf("rank 0: %llu messages from rank 1, %llu from rank 2 before it was killed\n",
-         static_cast<unsigned long long>(from1), static_cast<unsigned long long>(from2));
-  CHECK_EQ(bad, 0);
-  CHECK(from2 < kCount);
-  uint64_t done = 1;
-  post_until([&] { return weft::post_am(1, &done, sizeof(done), weft::comp_t{}, rc); });
+         static_cast<unsigned long long>(t.from[1]), static_cast<unsigned long long>(t.from[2]));
+  CHECK_EQ(t.bad, 0);
+  CHECK(t.from[2] < kCount);
+  post_until([&] { return weft::post_am(1, &go, sizeof(go), weft::comp_t{}, rc); });
   progress_for(0.2);
   finish_and_exit("hole");
 }
