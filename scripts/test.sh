@@ -80,6 +80,7 @@ if pkg-config --exists ucx; then
   need "mixed over UCX" '^mp\..*\.mixed_ucx'
 fi
 need "fault injection (test hooks)" '^mp\.hole\.n3$'
+need "job isolation" '^mp\.foreign(_rmr)?\.shm$'
 need "the soak tool" '^soak\.(shm_kill|mixed_shared|inject_(drop|dup|corrupt))$'
 need "MPI launchers" '^script\.(hydra|openmpi|mpi)$'
 if [ -d build-fuzz ] && ctest --test-dir build-fuzz -N -L fuzz | grep -q "fuzz.pmi"; then
@@ -94,6 +95,7 @@ if [ "$(id -u)" -eq 0 ]; then
   need "Slurm" '^script\.(slurm|netns_slurm)$'
   need "sockets provider" '^mp\..*\.ofi_sockets$'
   need "a full /dev/shm" '^script\.shm_full$'
+  need "isolation from other users" '^script\.isolation$'
 fi
 
 echo "== $passed passed, $failed failed, $nskipped skipped ($(( (SECONDS - start) / 60 )) min)"

@@ -34,6 +34,13 @@ std::string random_hex(size_t nbytes) {
   return hex_encode(raw);
 }
 
+uint64_t random_u64() {
+  uint64_t v = 0;
+  std::string hex = random_hex(sizeof(v));
+  parse_cookie(hex, v);
+  return v;
+}
+
 int env_count(const char* call, const char* name, const char* missing) {
   const char* s = std::getenv(name);
   if (!s || !*s) util::fail(call, name, "<unset>", missing);
@@ -94,16 +101,32 @@ void bootstrap::local_ranks_from_hosts() {
 }
 
 void bootstrap::agree_job_id() {
-  if (rank_ == 0) put("weft-job", random_hex(8));
+  if (rank_ == 0) {
+    put("weft-job", random_hex(8));
+    put("weft-cookie", random_hex(8));
+  }
   fence();
   job_id_ = get(0, "weft-job");
+  const std::string c = get(0, "weft-cookie");
+  if (!parse_cookie(c, cookie_))
+    util::fail("bootstrap", "weft-cookie", c, "rank 0's job cookie is not 16 hex digits");
+}
+
+void bootstrap::test_hook_foreign_cookie() {
+#ifdef WEFT_TEST_HOOKS
+  const std::string r = util::env_string("WEFT_TEST_FOREIGN_COOKIE", "");
+  if (!r.empty() && r == std::to_string(rank_)) cookie_ = ~cookie_;
+#endif
 }
 
 namespace {
 
 class singleton_bootstrap final : public bootstrap {
  public:
-  singleton_bootstrap() { job_id_ = random_hex(8); }
+  singleton_bootstrap() {
+    job_id_ = random_hex(8);
+    cookie_ = random_u64();
+  }
   const char* name() const override { return "singleton"; }
   void put(const std::string& k, const std::string& v) override { kv_[k] = v; }
   std::string get(int rank, const std::string& k) override {
@@ -129,6 +152,10 @@ class weftrun_bootstrap final : public bootstrap {
     if (job_id_.size() < 16)
       util::fail("bootstrap (weftrun)", "WEFT_JOBID", job_id_.empty() ? "<unset>" : job_id_,
                  "must be a job identifier of at least 16 characters");
+    const std::string cookie = util::env_string("WEFT_JOB_COOKIE", "");
+    if (!parse_cookie(cookie, cookie_))
+      util::fail("bootstrap (weftrun)", "WEFT_JOB_COOKIE", cookie.empty() ? "<unset>" : cookie,
+                 "must be the job's cookie, 16 hex digits, as weftrun sets it");
     std::string addr = util::env_string("WEFT_KVS_ADDR", "");
     if (addr.empty() || addr.size() >= sizeof(sockaddr_un::sun_path))
       util::fail("bootstrap (weftrun)", "WEFT_KVS_ADDR", addr.empty() ? "<unset>" : addr,
@@ -140,7 +167,7 @@ class weftrun_bootstrap final : public bootstrap {
     if (fd_ < 0 || connect(fd_, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0)
       util::fail("bootstrap (weftrun)", "WEFT_KVS_ADDR", addr,
                  std::string("cannot connect: ") + strerror(errno));
-    request("HELLO " + std::to_string(rank_));
+    request("HELLO " + std::to_string(rank_) + " " + cookie_hex(cookie_));
     publish_host("weftrun");
     fence();
     apply_host_override();
@@ -240,6 +267,7 @@ std::shared_ptr<bootstrap> acquire() {
   if (!b) {
     b = make_user_bootstrap();  // the program's own collectives win over any launcher
     if (!b) b = create();
+    b->test_hook_foreign_cookie();
     current = b;
     WEFT_LOG(info, "bootstrap %s: rank %d of %d", b->name(), b->rank(), b->size());
   }

@@ -20,6 +20,11 @@ class bootstrap {
   int local_size() const { return local_size_; }
   // Unguessable per job; names shared-memory segments.
   const std::string& job_id() const { return job_id_; }
+  // The job's second secret, never part of a name: every segment header and every network
+  // message of the job carries it, and what carries another is refused as a foreign job's.
+  // A guard against mistakes (a stale address, a leftover segment, a mixed-up environment),
+  // not against a hostile process of the same user, which can read it from /proc.
+  uint64_t cookie() const { return cookie_; }
 
   // Collective use: every rank puts, everyone fences, then gets. A get of a key put before
   // the last fence is all that PMI promises; weftrun's get also waits for a later put.
@@ -38,13 +43,18 @@ class bootstrap {
   // overridden by WEFT_HOST_ID (network namespaces share the host name and /dev/shm).
   bool same_host(int rank);
 
+  // Test builds only (WEFT_TEST_HOOKS; a no-op otherwise): WEFT_TEST_FOREIGN_COOKIE=R gives
+  // rank R another cookie once its bootstrap is up, so that its segments and messages are
+  // another job's to the others.
+  void test_hook_foreign_cookie();
+
  protected:
   // Rank and size from the launcher's environment variables `rank_var` and `size_var`,
   // checked; `missing` says what an unset one means.
   void ranks_from_env(const char* call, const char* rank_var, const char* size_var,
                       const char* missing);
-  // Rank 0 draws the job identifier, then one fence (puts made before it ride along) and
-  // everyone reads it.
+  // Rank 0 draws the job identifier and cookie, then one fence (puts made before it ride
+  // along) and everyone reads them.
   void agree_job_id();
   // Before the init fence: names this rank's host for the others, as WEFT_HOST_ID, else
   // the launcher's name for its node, else the host name and boot id.
@@ -56,6 +66,7 @@ class bootstrap {
 
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
   std::string job_id_;
+  uint64_t cookie_ = 0;
 
  private:
   std::once_flag hosts_once_;
@@ -69,6 +80,7 @@ std::string host_identity();
 std::shared_ptr<bootstrap> acquire();
 
 std::string random_hex(size_t nbytes);
+uint64_t random_u64();
 
 // A non-negative integer from the environment variable `name`; `missing` says what an
 // unset one means.

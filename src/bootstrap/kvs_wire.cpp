@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 
 namespace weft::bootstrap {
 
@@ -14,9 +15,12 @@ kvs_request parse_kvs_request(const std::string& line) {
   using k = kvs_request::kind;
   if (r.cmd == "HELLO") {
     r.k = k::hello;
-    if (!rest.empty() && rest.size() <= 9 &&
-        rest.find_first_not_of("0123456789") == std::string::npos)
-      r.rank = std::stoi(rest);
+    const size_t sp2 = rest.find(' ');
+    const std::string rank = rest.substr(0, sp2);
+    if (!rank.empty() && rank.size() <= 9 &&
+        rank.find_first_not_of("0123456789") == std::string::npos)
+      r.rank = std::stoi(rank);
+    if (sp2 != std::string::npos) r.has_cookie = parse_cookie(rest.substr(sp2 + 1), r.cookie);
   } else if (r.cmd == "PUT") {
     r.k = k::put;
     const size_t sp2 = rest.find(' ');
@@ -44,6 +48,19 @@ std::string hex_encode(const std::string& bytes) {
     out.push_back(digits[c & 15]);
   }
   return out;
+}
+
+std::string cookie_hex(uint64_t cookie) {
+  char b[17];
+  snprintf(b, sizeof(b), "%016llx", static_cast<unsigned long long>(cookie));
+  return b;
+}
+
+bool parse_cookie(const std::string& hex, uint64_t& cookie) {
+  if (hex.size() != 16 || hex.find_first_not_of("0123456789abcdef") != std::string::npos)
+    return false;
+  cookie = std::stoull(hex, nullptr, 16);
+  return true;
 }
 
 bool hex_decode(const std::string& hex, std::string& out) {

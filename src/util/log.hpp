@@ -19,3 +19,11 @@ void log_message(log_level level, const char* fmt, ...) __attribute__((format(pr
         static_cast<int>(::weft::util::current_log_level()))                  \
       ::weft::util::log_message(::weft::util::log_level::level, __VA_ARGS__); \
   } while (0)
+
+// As WEFT_LOG, at a level chosen at run time (a first occurrence at warn, the rest at debug).
+#define WEFT_LOG_AT(level_value, ...)                                                          \
+  do {                                                                                         \
+    const ::weft::util::log_level weft_log_at_ = (level_value);                                \
+    if (static_cast<int>(weft_log_at_) <= static_cast<int>(::weft::util::current_log_level())) \
+      ::weft::util::log_message(weft_log_at_, __VA_ARGS__);                                    \
+  } while (0)

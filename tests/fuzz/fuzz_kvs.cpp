@@ -15,7 +15,7 @@ using namespace weft::bootstrap;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string in(reinterpret_cast<const char*>(data), size);
-  weftrun::kvs_server server(3);
+  weftrun::kvs_server server(3, 0x0123456789abcdefull);
   size_t at = 0;
   while (at < in.size()) {
     size_t nl = in.find('\n', at);
@@ -29,7 +29,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     line.erase(0, 1);
     const kvs_request q = parse_kvs_request(line);
     if (q.k == kvs_request::kind::hello && q.rank >= 0 &&
-        (q.rank > 999999999 || line.find_first_not_of("HELO 0123456789") != std::string::npos))
+        (q.rank > 999999999 ||
+         line.find_first_not_of("HELO 0123456789abcdef") != std::string::npos))
       abort();
     if (!server.on_line(fd, line)) server.on_disconnect(fd);
     if (line.size() > 1 && (line[0] & 7) == 0)

@@ -419,6 +419,13 @@ TEST(Bootstrap, KvsRequests) {
   EXPECT_EQ(parse_kvs_request("HELLO -1").rank, -1);
   EXPECT_EQ(parse_kvs_request("HELLO 3x").rank, -1);
   EXPECT_EQ(parse_kvs_request("HELLO 12345678901").rank, -1);
+  auto h = parse_kvs_request("HELLO 2 00000000000000ff");
+  EXPECT_EQ(h.rank, 2);
+  EXPECT_TRUE(h.has_cookie);
+  EXPECT_EQ(h.cookie, 0xffu);
+  EXPECT_FALSE(parse_kvs_request("HELLO 2 ff").has_cookie);  // exactly 16 digits
+  EXPECT_FALSE(parse_kvs_request("HELLO 2 00000000000000fg").has_cookie);
+  EXPECT_FALSE(parse_kvs_request("HELLO 2 00000000000000ff ").has_cookie);
   auto p = parse_kvs_request("PUT key 6162");
   EXPECT_TRUE(p.has_value);
   EXPECT_EQ(p.key, "key");

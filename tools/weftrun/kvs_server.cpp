@@ -13,16 +13,7 @@ void kvs_server::reply(int fd, const std::string& line) {
 bool kvs_server::on_line(int fd, const std::string& line) {
   using kind = weft::bootstrap::kvs_request::kind;
   const weft::bootstrap::kvs_request q = weft::bootstrap::parse_kvs_request(line);
-  if (q.k == kind::hello) {
-    if (q.rank < 0 || size_t(q.rank) >= fence_count_.size()) {
-      reply(fd, "ERR rank " + line.substr(std::min(line.size(), size_t(6))) +
-                    " is not part of this job");
-      return false;
-    }
-    rank_of_fd_[fd] = q.rank;
-    reply(fd, "OK");
-    return true;
-  }
+  if (q.k == kind::hello) return on_hello(fd, line);
   auto it = rank_of_fd_.find(fd);
   if (it == rank_of_fd_.end()) {
     reply(fd, "ERR say HELLO <rank> first");
@@ -31,6 +22,12 @@ bool kvs_server::on_line(int fd, const std::string& line) {
   if (q.k == kind::put) {
     if (!q.has_value) {
       reply(fd, "ERR PUT needs a key and a value");
+      return true;
+    }
+    const std::string owner = "@" + std::to_string(it->second);
+    if (!q.key.ends_with(owner)) {
+      reply(fd, "ERR PUT of key " + q.key + ": rank " + std::to_string(it->second) +
+                    " may put only its own keys (ending in " + owner + ")");
       return true;
     }
     kv_[q.key] = q.value;
@@ -62,6 +59,33 @@ bool kvs_server::on_line(int fd, const std::string& line) {
   }
   if (q.k == kind::bye) return false;
   reply(fd, "ERR unknown request " + q.cmd);
+  return true;
+}
+
+// The cookie is compared before the rank is looked at, so that a process without it learns
+// nothing about the job.
+bool kvs_server::on_hello(int fd, const std::string& line) {
+  const weft::bootstrap::kvs_request q = weft::bootstrap::parse_kvs_request(line);
+  if (!q.has_cookie || q.cookie != cookie_) {
+    reply(fd, "ERR HELLO without this job's cookie (WEFT_JOB_COOKIE): not a rank of this job");
+    return false;
+  }
+  if (rank_of_fd_.count(fd)) {
+    reply(fd, "ERR this connection said HELLO already");
+    return false;
+  }
+  if (q.rank < 0 || size_t(q.rank) >= fence_count_.size()) {
+    reply(fd,
+          "ERR rank " + line.substr(std::min(line.size(), size_t(6))) + " is not part of this job");
+    return false;
+  }
+  for (auto& [other, r] : rank_of_fd_)
+    if (r == q.rank) {
+      reply(fd, "ERR rank " + std::to_string(q.rank) + " is connected already");
+      return false;
+    }
+  rank_of_fd_[fd] = q.rank;
+  reply(fd, "OK");
   return true;
 }
 

@@ -1,7 +1,10 @@
 // weftrun's key-value exchange for the ranks it started (protocol in bootstrap/kvs_wire.hpp).
-// GET of a key not yet put and FENCE are answered when they can be, not polled.
+// GET of a key not yet put and FENCE are answered when they can be, not polled. A
+// connection is served once its HELLO names a rank of the job not yet connected and carries
+// the job's cookie, and it may put only keys that rank owns (bootstrap::owned_key).
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <set>
 #include <string>
@@ -11,8 +14,8 @@ namespace weftrun {
 
 class kvs_server {
  public:
-  explicit kvs_server(int nranks)
-      : fence_count_(size_t(nranks), 0), exited_(size_t(nranks), false) {}
+  kvs_server(int nranks, uint64_t cookie)
+      : cookie_(cookie), fence_count_(size_t(nranks), 0), exited_(size_t(nranks), false) {}
 
   // Handles one request line from connection fd; false closes the connection.
   bool on_line(int fd, const std::string& line);
@@ -23,7 +26,9 @@ class kvs_server {
  private:
   void reply(int fd, const std::string& line);
   void complete_fences();
+  bool on_hello(int fd, const std::string& line);
 
+  const uint64_t cookie_;
   std::map<std::string, std::string> kv_;
   std::multimap<std::string, int> waiting_gets_;
   std::vector<unsigned> fence_count_;

@@ -219,20 +219,23 @@ int remove_stale_jobs() {
   return removed;
 }
 
-std::string random_job_id() {
-  unsigned char raw[8];
-  if (getrandom(raw, sizeof(raw), 0) != sizeof(raw)) {
+uint64_t random_u64() {
+  uint64_t v = 0;
+  if (getrandom(&v, sizeof(v), 0) != sizeof(v)) {
     perror("weftrun: getrandom");
     exit(1);
   }
-  return weft::bootstrap::hex_encode(std::string(reinterpret_cast<char*>(raw), sizeof(raw)));
+  return v;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   options o = parse(argc, argv);
-  const std::string job = random_job_id();
+  // The job's identifier names its segments (visible in /dev/shm); its cookie, a second
+  // secret, travels only in the ranks' environment and proves membership of the job.
+  const std::string job = weft::bootstrap::cookie_hex(random_u64());
+  const uint64_t cookie = random_u64();
   remove_stale_jobs();
 
   char dir_tmpl[] = "/tmp/weftrun-XXXXXX";
@@ -248,7 +251,7 @@ int main(int argc, char** argv) {
   sa.sun_family = AF_UNIX;
   snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock_path.c_str());
   if (lfd < 0 || bind(lfd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0 ||
-      listen(lfd, 4096) != 0) {
+      chmod(sock_path.c_str(), 0600) != 0 || listen(lfd, 4096) != 0) {
     perror("weftrun: key-value socket");
     return 1;
   }
@@ -294,6 +297,7 @@ int main(int argc, char** argv) {
       if (o.ranks_per_host)
         setenv("WEFT_HOST_ID", ("weftrun-host" + std::to_string(r / k)).c_str(), 1);
       setenv("WEFT_JOBID", job.c_str(), 1);
+      setenv("WEFT_JOB_COOKIE", weft::bootstrap::cookie_hex(cookie).c_str(), 1);
       setenv("WEFT_KVS_ADDR", sock_path.c_str(), 1);
       setenv("WEFT_LAUNCHER", "weftrun", 1);
       if (bind_ranks) {
@@ -323,7 +327,7 @@ int main(int argc, char** argv) {
     }
   }
 
-  weftrun::kvs_server kvs(o.n);
+  weftrun::kvs_server kvs(o.n, cookie);
   std::map<int, std::string> clients;  // fd -> pending input
   int running = o.n, exit_code = 0;
   bool tearing_down = false, timed_out = false;

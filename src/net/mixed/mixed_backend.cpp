@@ -35,6 +35,7 @@ class host_bootstrap final : public bootstrap::bootstrap {
     rank_ = local_rank_ =
         int(std::find(members_.begin(), members_.end(), parent_->rank()) - members_.begin());
     job_id_ = parent_->job_id() + "h" + std::to_string(members_.front());
+    cookie_ = parent_->cookie();
   }
   const char* name() const override { return "host subset"; }
   void put(const std::string& key, const std::string& value) override {

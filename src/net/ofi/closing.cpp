@@ -61,7 +61,7 @@ void ofi_device::goodbye() {
       if (t & bye_sent) continue;
       // Marked first: the peer's own goodbye, answered by poll, must see that ours left.
       talk_[size_t(r)].fetch_or(bye_sent);
-      prefix bye{uint32_t(me_), kind_bye, 0, {}};
+      prefix bye = make_prefix(kind_bye, 0);
       if (!send_buffer(r, bye, nullptr, 0, nullptr, 0, nullptr))
         talk_[size_t(r)].fetch_and(uint8_t(~bye_sent));  // tried again next round
     }

@@ -130,6 +130,7 @@ ofi_device::ofi_device(ofi_context& ctx, int index, const device_config& cfg)
       me_(ctx.boot().rank()),
       cell_size_(cfg.cell_size),
       incarnation_(next_device_incarnation()),
+      cookie_(ctx.boot().cookie()),
       note_in_(ctx.boot().size()) {
   if (ctx.cq_data()) note_out_ = std::make_unique<note_sender>(ctx.boot().size());
   fi_info* info = ctx.info();
@@ -284,7 +285,7 @@ bool ofi_device::try_send(int rank, const void* hdr, size_t hdr_len, const void*
   // and fails the post then, so retry until it does.
   if (dead_[size_t(rank)].load(std::memory_order_relaxed)) return false;
   if (!credits_out_->take(rank)) return false;
-  prefix p{uint32_t(me_), kind_message, 1, {}};
+  prefix p = make_prefix(kind_message, 1);
   const size_t total = sizeof(p) + hdr_len + len;
   if (total <= ctx_.info()->tx_attr->inject_size && !ctx_.mr_local()) {
     char buf[256];
@@ -309,7 +310,7 @@ bool ofi_device::try_send(int rank, const void* hdr, size_t hdr_len, const void*
 
 bool ofi_device::send_note(int rank, const void* note, size_t len) {
   if (!credits_out_->take(rank)) return false;
-  prefix p{uint32_t(me_), kind_notify, 1, {}};
+  prefix p = make_prefix(kind_notify, 1);
   if (send_buffer(rank, p, note, len, nullptr, 0, nullptr)) return true;
   credits_out_->give_back(rank);
   return false;
@@ -317,7 +318,7 @@ bool ofi_device::send_note(int rank, const void* note, size_t len) {
 
 bool ofi_device::send_definition(int rank, const note_sender::use& u, const void* note,
                                  size_t len) {
-  prefix p{uint32_t(me_), kind_note_define, 0, {}};
+  prefix p = make_prefix(kind_note_define, 0);
   note_definition d{uint8_t(u.slot), uint8_t(len), {}, u.generation};
   return send_buffer(rank, p, &d, sizeof(d), note, len, nullptr);
 }
@@ -433,7 +434,7 @@ void ofi_device::advance_streams() {
       const size_t len = std::min<uint64_t>(room, s->size - s->sent);
       chunk_header h{s->dst + s->sent, s->id, s->size, uint32_t(len), s->note_len, {}};
       memcpy(h.note, s->note, s->note_len);
-      prefix p{uint32_t(me_), kind_chunk, 0, {}};
+      prefix p = make_prefix(kind_chunk, 0);
       if (!send_buffer(s->rank, p, &h, sizeof(h), s->src + s->sent, len, s.get())) return;
       s->sent += len;
       ++s->chunks;
@@ -488,6 +489,16 @@ size_t ofi_device::retry_held(sink& s) {
   return n;
 }
 
+// A message that does not carry this job's cookie: from a process of another job that
+// holds this endpoint's address by mistake. Dropped unread; the first is a warning.
+void ofi_device::foreign_message(uint32_t claimed_src, size_t len) {
+  const bool first = foreign_.fetch_add(1, std::memory_order_relaxed) == 0;
+  WEFT_LOG_AT(first ? util::log_level::warn : util::log_level::debug,
+              "ofi device %d: a message of %zu bytes from another job (its cookie is not this "
+              "job's; it claims to be from rank %u), dropped%s",
+              index_, len, claimed_src, first ? "; later ones are logged at debug level" : "");
+}
+
 bool ofi_device::received(sink& s, op* o, size_t len) {
   const char* buf = &recv_mem_[size_t(o->buffer) * cell_size_];
   prefix p;
@@ -496,6 +507,10 @@ bool ofi_device::received(sink& s, op* o, size_t len) {
     return true;
   }
   memcpy(&p, buf, sizeof(p));
+  if (p.cookie != cookie_) {
+    foreign_message(p.src, len);
+    return true;
+  }
   const char* body = buf + sizeof(p);
   const size_t blen = len - sizeof(p);
   if (p.src >= peers_.size()) {
@@ -534,7 +549,7 @@ bool ofi_device::received(sink& s, op* o, size_t len) {
       return true;
     }
     case kind_ping: {
-      prefix pong{uint32_t(me_), kind_pong, 0, {}};
+      prefix pong = make_prefix(kind_pong, 0);
       send_buffer(src, pong, nullptr, 0, nullptr, 0, nullptr);  // lost: the next ping asks again
       return true;
     }
@@ -544,7 +559,7 @@ bool ofi_device::received(sink& s, op* o, size_t len) {
       // the answer, and the peer's endpoint may already be gone.
       const uint8_t was = talk_[size_t(src)].fetch_or(bye_heard, std::memory_order_relaxed);
       if (!(was & bye_sent)) {
-        prefix ack{uint32_t(me_), kind_bye_ack, 0, {}};
+        prefix ack = make_prefix(kind_bye_ack, 0);
         send_buffer(src, ack, nullptr, 0, nullptr, 0, nullptr);  // lost: the peer times out
       }
       return true;
@@ -832,7 +847,7 @@ bool ofi_device::peer_alive(int rank) {
     return false;
   }
   if (now - l.heard_at_ns > ping_every && now - l.pinged_at_ns > ping_every) {
-    prefix ping{uint32_t(me_), kind_ping, 0, {}};
+    prefix ping = make_prefix(kind_ping, 0);
     l.asked_at_ns = now;
     if (send_buffer(rank, ping, nullptr, 0, nullptr, 0, nullptr)) l.pinged_at_ns = now;
   }
@@ -840,7 +855,7 @@ bool ofi_device::peer_alive(int rank) {
 }
 
 void ofi_device::expel(int rank) {
-  prefix p{uint32_t(me_), kind_expelled, 0, {}};
+  prefix p = make_prefix(kind_expelled, 0);
   send_buffer(rank, p, nullptr, 0, nullptr, 0, nullptr);  // lost: its next message asks again
 }
 

@@ -14,8 +14,10 @@
 // access (remote_keys.cpp); deregistration revokes every device's copy and completes once
 // each has no access in flight, so a stale handle is refused here and never reaches the
 // provider (tcp;ofi_rxm drops the connection when it refuses a key).
-// Every message starts with an 8-byte prefix naming the sender, since not every provider
-// reports the source address (FI_SOURCE).
+// Every message starts with a 16-byte prefix naming the sender, since not every provider
+// reports the source address (FI_SOURCE), and carrying the job's cookie: the endpoint's
+// address is public, and a process of another job that sends to it by mistake (a stale
+// address) is refused before anything it says is read.
 #pragma once
 
 #include <rdma/fabric.h>
@@ -75,7 +77,11 @@ class ofi_device final : public device {
     uint8_t kind;      // msg_kind
     uint8_t credited;  // 1: the sender took a credit for it (credits.hpp)
     uint8_t pad[2];
+    uint64_t cookie;  // the job's (bootstrap::cookie): another job's message is dropped
   };
+  prefix make_prefix(uint8_t kind, uint8_t credited) const {
+    return prefix{uint32_t(me_), kind, credited, {}, cookie_};
+  }
   enum msg_kind : uint8_t {
     kind_message,
     kind_chunk,
@@ -195,6 +201,7 @@ class ofi_device final : public device {
   void key_message(int src, uint8_t kind, const char* body, size_t len);
   void send_control(int rank, uint8_t kind, const void* body, size_t len);
   size_t flush_control(sink& s);
+  void foreign_message(uint32_t claimed_src, size_t len);
   void* send_desc() const;  // of the send buffers, when they are registered
   fid_mr* register_local(void* buf, size_t len, uint64_t access);
 
@@ -202,8 +209,11 @@ class ofi_device final : public device {
   const int index_;
   const int me_;
   const size_t cell_size_;
-  const uint64_t incarnation_;  // unique among this process's devices, ever
-  bool rx_cq_data_ = false;     // a remote write's CQ data consumes a posted receive
+  const uint64_t incarnation_;
+  const uint64_t cookie_;  // the job's
+  std::atomic<uint64_t> foreign_{
+      0};  // messages of other jobs dropped  // unique among this process's devices, ever
+  bool rx_cq_data_ = false;  // a remote write's CQ data consumes a posted receive
   fid_ep* ep_ = nullptr;
   fid_cq* cq_ = nullptr;
   fid_av* av_ = nullptr;

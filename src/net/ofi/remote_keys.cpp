@@ -141,7 +141,7 @@ void ofi_device::queue_revoke(int rank, uint64_t id) {
 // Under keys_lock_. Sent at once when nothing waits before it, else queued behind.
 void ofi_device::send_control(int rank, uint8_t kind, const void* body, size_t len) {
   if (control_out_.empty()) {
-    prefix p{uint32_t(me_), kind, 0, {}};
+    prefix p = make_prefix(kind, 0);
     if (send_buffer(rank, p, body, len, nullptr, 0, nullptr)) return;
   }
   control c{rank, kind, uint8_t(len), {}};
@@ -161,7 +161,7 @@ size_t ofi_device::flush_control(sink& s) {
     for (; sent < control_out_.size(); ++sent) {
       const control& c = control_out_[sent];
       if (dead_[size_t(c.rank)].load(std::memory_order_relaxed)) continue;  // nobody to tell
-      prefix p{uint32_t(me_), c.kind, 0, {}};
+      prefix p = make_prefix(c.kind, 0);
       if (!send_buffer(c.rank, p, c.body, c.len, nullptr, 0, nullptr)) break;
     }
     control_out_.erase(control_out_.begin(), control_out_.begin() + long(sent));

@@ -8,13 +8,14 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "util/spinlock.hpp"
 
 namespace weft::net::shm {
 
 inline constexpr uint32_t segment_magic = 0x57454654;  // "WEFT"
-inline constexpr uint32_t layout_version = 7;
+inline constexpr uint32_t layout_version = 8;
 
 struct alignas(util::cache_line) segment_header {
   uint32_t magic;
@@ -27,8 +28,12 @@ struct alignas(util::cache_line) segment_header {
   uint64_t chunk_size;
   uint64_t nslots;
   uint64_t nlanes;
+  uint64_t cookie;  // the job's (bootstrap::cookie): a peer of another job refuses it
   std::atomic<uint32_t> attached;  // peers that mapped this segment
 };
+
+// The error for a peer's segment `name` whose cookie is not this job's.
+[[noreturn]] void fail_foreign_segment(const char* call, int rank, const std::string& name);
 
 // Every message occupies one cell of one cache line: 16 bytes of the ring's own, then the
 // message itself when it fits (an inject message: a 16-byte wire header and up to 32 bytes

@@ -1,6 +1,7 @@
 #include "net/shm/regions.hpp"
 
 #include "bootstrap/bootstrap.hpp"
+#include "net/shm/layout.hpp"
 #include "util/fail.hpp"
 
 namespace weft::net::shm {
@@ -28,6 +29,7 @@ region_table::region_table(bootstrap::bootstrap& b, int context_id, size_t nentr
   header* h = new (base) header{};
   h->attached.store(0, std::memory_order_relaxed);
   h->max_probe.store(0, std::memory_order_relaxed);
+  h->cookie = b.cookie();
   auto* own = reinterpret_cast<region_entry*>(base + 4096);
   for (size_t i = 0; i < nentries; ++i) {
     auto* e = new (&own[i]) region_entry{};
@@ -45,9 +47,12 @@ region_table::region_table(bootstrap::bootstrap& b, int context_id, size_t nentr
   for (int r = 0; r < n; ++r) {
     if (r == me) continue;
     segs_[size_t(r)] = std::make_unique<segment>();
-    segs_[size_t(r)]->attach(b.get(r, key), bytes);
+    const std::string theirs = b.get(r, key);
+    segs_[size_t(r)]->attach(theirs, bytes);
     char* pb = static_cast<char*>(segs_[size_t(r)]->base());
     headers_[size_t(r)] = reinterpret_cast<header*>(pb);
+    if (headers_[size_t(r)]->cookie != b.cookie())
+      fail_foreign_segment("alloc_runtime (shm region table)", b.job_rank(r), theirs);
     tables_[size_t(r)] = reinterpret_cast<region_entry*>(pb + 4096);
     headers_[size_t(r)]->attached.fetch_add(1, std::memory_order_acq_rel);
   }

@@ -65,6 +65,7 @@ class region_table {
   struct header {
     std::atomic<uint32_t> attached;   // peers that mapped the table (to unlink it)
     std::atomic<uint32_t> max_probe;  // the farthest any record lies from its home slot
+    uint64_t cookie;                  // the job's: a peer of another job refuses the table
   };
   uint32_t next(uint32_t slot) const { return slot + 1 < nentries_ ? slot + 1 : 1; }
   static bool named(const region_entry& e, rkey_t k);

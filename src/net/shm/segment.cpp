@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "net/shm/layout.hpp"
 #include "util/fail.hpp"
 
 namespace weft::net::shm {
@@ -88,6 +89,12 @@ void segment::attach(const std::string& name, size_t min_size) {
     base_ = nullptr;
     util::fail("shm segment mmap (attach)", "name", name, strerror(e));
   }
+}
+
+void fail_foreign_segment(const char* call, int rank, const std::string& name) {
+  util::fail(call, "segment of rank " + std::to_string(rank), name,
+             "belongs to another job: its cookie is not this job's (a segment left by an "
+             "earlier job, or ranks started with two jobs' environments?)");
 }
 
 void segment::unlink_when_attached(std::atomic<uint32_t>& attached, uint32_t peers,

@@ -186,6 +186,7 @@ shm_device::shm_device(shm_context& ctx, int index, const device_config& cfg)
   h->chunk_size = geo_.chunk_size;
   h->nslots = geo_.nslots;
   h->nlanes = geo_.nlanes;
+  h->cookie = b.cookie();
   own_bell_ = new (own_base_ + geo_.bell_offset()) bell{};
   own_bell_->armed.store(0);
   own_lanes_.resize(geo_.nlanes);
@@ -254,13 +255,16 @@ shm_device::shm_device(shm_context& ctx, int index, const device_config& cfg)
     } else {
       // Map whatever the peer created, check its header, and only then rely on its size:
       // a peer with other settings gets a message naming them, not a bus error.
-      p->seg.attach(b.get(r, key("seg", ctx.context_id(), index)), sizeof(segment_header));
+      const std::string seg_name = b.get(r, key("seg", ctx.context_id(), index));
+      p->seg.attach(seg_name, sizeof(segment_header));
       p->base = static_cast<char*>(p->seg.base());
       auto* ph = reinterpret_cast<segment_header*>(p->base);
       if (ph->magic != segment_magic || ph->layout != layout_version || ph->rank != uint32_t(r))
         util::fail("alloc_device (shm)", "peer segment of rank " + std::to_string(r),
                    std::to_string(ph->layout),
                    "not a Weft shm segment of layout version " + std::to_string(layout_version));
+      if (ph->cookie != b.cookie())
+        fail_foreign_segment("alloc_device (shm)", b.job_rank(r), seg_name);
       if (ph->cell_size != geo_.cell_size || ph->ncells != geo_.ncells ||
           ph->nlanes != geo_.nlanes || ph->nchannels != geo_.nchannels)
         util::fail("alloc_device (shm)", "peer segment of rank " + std::to_string(r), "header",

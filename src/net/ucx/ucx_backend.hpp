@@ -40,13 +40,16 @@ namespace weft::net::ucx {
 
 class ucx_context;
 
-// What travels in UCP's active-message header; messages send only the first 8 bytes.
+// What travels in UCP's active-message header; messages send only the first 16 bytes. The
+// job's cookie (bootstrap::cookie) travels in each: a worker's address is public, and a
+// process of another job that sends to it by mistake is refused before anything is read.
 struct am_header {
   uint32_t src;
   uint8_t kind;  // msg_kind
   uint8_t note_len;
   uint8_t credited;  // 1: the sender took a credit for it (credits.hpp)
   uint8_t pad;
+  uint64_t cookie;
   uint64_t dst;  // stream: the address of the target's buffer
   char note[max_note_size];
 };
@@ -61,7 +64,7 @@ enum msg_kind : uint8_t {
   kind_hello,
   kind_credit  // uint32_t: credited messages the sender's sink has taken
 };
-inline constexpr size_t short_header = 8;
+inline constexpr size_t short_header = 16;
 
 class ucx_device final : public device {
  public:
@@ -176,6 +179,8 @@ class ucx_device final : public device {
   ucx_context& ctx_;
   const int index_;
   const int me_;
+  const uint64_t cookie_;             // the job's
+  std::atomic<uint64_t> foreign_{0};  // messages of other jobs dropped
   const size_t cell_size_;
   const uint64_t incarnation_;  // unique among this process's devices, ever
   ucp_worker_h worker_ = nullptr;
@@ -241,6 +246,8 @@ class ucx_context final : public context {
   // Rendezvous data goes as eager active messages of at most this many bytes
   // (WEFT_UCX_CHUNK), so UCP assembles one chunk at a time, not the whole transfer.
   size_t stream_chunk() const { return stream_chunk_; }
+  // WEFT_PEER_TIMEOUT: how long a device waits for every peer's greeting.
+  int64_t peer_timeout_s() const { return peer_timeout_s_; }
 
   // A peer's request for registration `key`, by the device `who`: false when there is no
   // such live registration; else its packed key and extent, and the asker is remembered so
@@ -263,6 +270,7 @@ class ucx_context final : public context {
   ucp_context_h ucp_ = nullptr;
   bool peer_failure_ = true;
   size_t stream_chunk_ = 0;
+  int64_t peer_timeout_s_ = 30;
   key_registry<registration, ucx_device> regs_;
   util::unguessable keys_;  // registration keys: never reused, not guessable
 };

@@ -21,6 +21,7 @@ ucx_context::ucx_context(std::shared_ptr<bootstrap::bootstrap> boot, int context
     : boot_(std::move(boot)), context_id_(context_id) {
   peer_failure_ = util::env_bool("WEFT_UCX_PEER_FAILURE", true);
   stream_chunk_ = util::env_size("WEFT_UCX_CHUNK", 256 << 10);
+  peer_timeout_s_ = int64_t(util::env_size("WEFT_PEER_TIMEOUT", 30));
   if (stream_chunk_ < 4096)
     util::fail(call, "WEFT_UCX_CHUNK", std::to_string(stream_chunk_), "at least 4096 bytes");
   ucp_config_t* config = nullptr;

@@ -44,6 +44,7 @@ ucx_device::ucx_device(ucx_context& ctx, int index, const device_config& cfg)
     : ctx_(ctx),
       index_(index),
       me_(ctx.boot().rank()),
+      cookie_(ctx.boot().cookie()),
       cell_size_(cfg.cell_size),
       incarnation_(next_device_incarnation()) {
   ucp_worker_params_t wp{};
@@ -137,13 +138,16 @@ void ucx_device::greet_everyone() {
     util::lock_guard<util::spinlock> g(worker_lock_);
     while (!send_locked(r, kind_hello, nullptr, 0, nullptr, 0)) ucp_worker_progress(worker_);
   }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(ctx_.peer_timeout_s());
   for (;;) {
     util::lock_guard<util::spinlock> g(worker_lock_);
     ucp_worker_progress(worker_);
     if (hellos_ == npeers_ && free_sends_.size() == send_ops_.size()) break;
     if (std::chrono::steady_clock::now() > deadline) {
-      std::string why = "not reached within 30 s (ranks whose endpoint failed:";
+      std::string why =
+          "not heard from within WEFT_PEER_TIMEOUT = " + std::to_string(ctx_.peer_timeout_s()) +
+          " s (ranks whose endpoint failed:";
       bool any = false;
       for (int r = 0; r < npeers_; ++r)
         if (peers_[size_t(r)].dead) {
@@ -151,6 +155,8 @@ void ucx_device::greet_everyone() {
           any = true;
         }
       why.append(any ? "" : " none");
+      if (const uint64_t f = foreign_.load())
+        why.append("; " + std::to_string(f) + " messages from another job were dropped");
       why.append("); check UCX_TLS, UCX_NET_DEVICES and the network between the hosts");
       util::fail(call, "peers",
                  std::to_string(npeers_ - hellos_) + " of " + std::to_string(npeers_), why);
@@ -210,7 +216,7 @@ bool ucx_device::send_locked(int rank, uint8_t kind, const void* a, size_t alen,
   const uint32_t i = free_sends_.back();
   free_sends_.pop_back();
   char* buf = &send_mem_[size_t(i) * (short_header + cell_size_)];
-  am_header h{uint32_t(me_), kind, 0, uint8_t(credited), 0, 0, {}};
+  am_header h{uint32_t(me_), kind, 0, uint8_t(credited), 0, cookie_, 0, {}};
   memcpy(buf, &h, short_header);
   if (alen) memcpy(buf + short_header, a, alen);
   if (blen) memcpy(buf + short_header + alen, b, blen);
@@ -398,8 +404,9 @@ bool ucx_device::try_send_data(int rank, const void* src, size_t size, uint64_t 
     o->dev = this;
     o->rank = rank;
     o->whole = whole;
-    o->header = am_header{uint32_t(me_),     kind_stream, uint8_t(last ? note_len : 0), 0, 0,
-                          remote_addr + off, {}};
+    o->header =
+        am_header{uint32_t(me_),     kind_stream, uint8_t(last ? note_len : 0), 0, 0, cookie_,
+                  remote_addr + off, {}};
     if (last && note_len) memcpy(o->header.note, note, note_len);
     ucp_request_param_t rp = with_callback(o);
     rp.cb.send = &ucx_device::on_send_done;
@@ -479,6 +486,16 @@ ucs_status_t ucx_device::on_am(void* arg, const void* header, size_t header_len,
 
 ucs_status_t ucx_device::received(const am_header& h, size_t header_len, void* data, size_t len,
                                   const ucp_am_recv_param_t* param) {
+  if (h.cookie != cookie_) {
+    // From a process of another job that holds this worker's address by mistake: dropped
+    // unread; the first is a warning.
+    const bool first = foreign_.fetch_add(1, std::memory_order_relaxed) == 0;
+    WEFT_LOG_AT(first ? util::log_level::warn : util::log_level::debug,
+                "ucx device %d: a message of %zu bytes from another job (its cookie is not "
+                "this job's; it claims to be from rank %u), dropped%s",
+                index_, len, h.src, first ? "; later ones are logged at debug level" : "");
+    return UCS_OK;
+  }
   // Weft sends everything eager; a rendezvous descriptor can only come from a stranger.
   const bool rndv = param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV;
   if (h.src >= uint32_t(npeers_) || rndv) {
