@@ -74,6 +74,7 @@ need() {  # what, name regex
 if pkg-config --exists libfabric; then
   need "libfabric (ofi)" '^mp\..*\.ofi_(tcp|shm)'
   need "mixed over ofi" '^mp\..*\.mixed_ofi'
+  need "a stopped rank over ofi" '^soak\.stop_ofi$'
 fi
 if pkg-config --exists ucx; then
   need "UCX" '^mp\..*\.ucx_(tcp|sm)'

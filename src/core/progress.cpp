@@ -482,14 +482,15 @@ void device_impl::on_put_local_done(void* ctx, bool ok) {
                           ? errorcode_t::error_peer_dead
                           : errorcode_t::error);
   } else if (request* r = slab.lookup(h, req_kind::rma)) {
-    finish_request(r, ok ? errorcode_t::done : failure_with(r->rank));
+    // Done only while the peer lives: one taken for dead has had its operations fail.
+    finish_request(r, ok && !peer_dead(r->rank) ? errorcode_t::done : failure_with(r->rank));
   }
   // else it failed meanwhile (dead peer)
 }
 
 void device_impl::on_get_done(void* ctx, bool ok) {
   if (request* r = slab.lookup(uint64_t(reinterpret_cast<uintptr_t>(ctx)), req_kind::rma))
-    finish_request(r, ok ? errorcode_t::done : failure_with(r->rank));
+    finish_request(r, ok && !peer_dead(r->rank) ? errorcode_t::done : failure_with(r->rank));
 }
 
 // A user put's or get's notification for a completion object that cannot take it now
@@ -612,7 +613,8 @@ void device_impl::fail_peer(int rank) {
   for (uint32_t i = 0; i < slab.capacity() && slab.in_use(); ++i) {
     request& q = slab.at(i);
     const req_kind k = q.kind();
-    if ((k == req_kind::rdv_send || k == req_kind::rdv_recv || k == req_kind::rma) &&
+    if ((k == req_kind::rdv_send || k == req_kind::rdv_recv ||
+         (k == req_kind::rma && !net->settles_accesses(rank))) &&
         q.rank == rank)
       fail(&q);
   }

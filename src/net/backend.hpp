@@ -122,8 +122,16 @@ class device {
   // Once it is gone, why, for error messages (cold path).
   virtual std::string why_gone(int /*rank*/) { return "the peer process has died"; }
   // Drops every transfer in flight with a dead peer; when it returns, no thread touches
-  // the local buffers of those transfers again.
+  // the local buffers of those transfers again, except the puts and gets that
+  // settles_accesses(rank) leaves to the backend.
   virtual void forget_peer(int rank) = 0;
+  // True: the puts and gets this device took with `rank` end only through the sink
+  // (on_put_local_done, on_get_done), once nothing touches their local buffers any more,
+  // even after the peer is taken for dead, so the core must not fail them itself (ofi: the
+  // provider reads and writes user buffers until it hands the operation back, which a
+  // stopped peer that resumes may make seconds later). False: forget_peer drops them and
+  // the core fails them.
+  virtual bool settles_accesses(int /*rank*/) const { return false; }
   // Called by the core's periodic check (every 50 ms or so, one thread): repairs what a
   // dead peer left half done (shm: an inbox cell it claimed and never published). Returns
   // how many things it repaired.

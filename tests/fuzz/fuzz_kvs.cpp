@@ -2,8 +2,8 @@
 // values (src/bootstrap/kvs_wire.cpp): request lines come from any process that reaches the
 // job's socket. Each input is a sequence of lines from up to four connections (a line's
 // first byte picks the connection) into one server of a job of three ranks. Properties: a
-// HELLO names a rank only as a plain decimal number, and hex_decode accepts exactly what
-// hex_encode produces.
+// HELLO names a rank only as a plain decimal number and a cookie only as 16 lowercase hex
+// digits, and hex_decode accepts exactly what hex_encode produces.
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -28,10 +28,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const int fd = -1 - (static_cast<unsigned char>(line[0]) % 4);
     line.erase(0, 1);
     const kvs_request q = parse_kvs_request(line);
-    if (q.k == kvs_request::kind::hello && q.rank >= 0 &&
-        (q.rank > 999999999 ||
-         line.find_first_not_of("HELO 0123456789abcdef") != std::string::npos))
-      abort();
+    if (q.k == kvs_request::kind::hello) {
+      // "HELLO <rank>[ <cookie>]": the rank a plain decimal token, the cookie exactly 16
+      // lowercase hex digits and the rest of the line.
+      const std::string rest = line.size() > 6 ? line.substr(6) : "";
+      const size_t sp = rest.find(' ');
+      const std::string rank = rest.substr(0, sp);
+      if (q.rank >= 0 && (q.rank > 999999999 || rank.empty() ||
+                          rank.find_first_not_of("0123456789") != std::string::npos))
+        abort();
+      if (q.has_cookie && (sp == std::string::npos || rest.size() - sp - 1 != 16 ||
+                           rest.find_first_not_of("0123456789abcdef", sp + 1) != std::string::npos))
+        abort();
+    }
     if (!server.on_line(fd, line)) server.on_disconnect(fd);
     if (line.size() > 1 && (line[0] & 7) == 0)
       server.rank_exited(static_cast<unsigned char>(line[1]) % 3, line[0] & 8, "fuzz");

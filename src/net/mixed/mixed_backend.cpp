@@ -146,6 +146,10 @@ class mixed_device final : public device {
     if (l >= 0) shm_->forget_peer(l);
     net_->forget_peer(rank);
   }
+  bool settles_accesses(int rank) const override {
+    const int l = local_[size_t(rank)];
+    return l >= 0 ? shm_->settles_accesses(l) : net_->settles_accesses(rank);
+  }
   size_t repair() override { return shm_->repair() + net_->repair(); }
   bool peers_changed() override { return net_->peers_changed(); }
 

@@ -362,6 +362,11 @@ bool ofi_device::rma(bool write, int rank, void* local, size_t size, uint64_t re
     return true;
   }
   if (rank == me_) return local_rma(write, local, size, remote_addr, k, note, note_len, ctx);
+  if (dead_[size_t(rank)].load(std::memory_order_relaxed)) {  // the core fails it at its check
+    util::lock_guard<util::spinlock> g(keys_lock_);
+    settle(write, false, ctx, nullptr, 0);
+    return true;
+  }
   remote_key* rk = nullptr;
   {
     util::lock_guard<util::spinlock> g(keys_lock_);
@@ -709,8 +714,11 @@ void ofi_device::complete(sink& s, op* o, bool ok) {
     }
     case op::write:
     case op::read: {
+      // Handed back by the provider: only now may the buffer go back to its owner, also when
+      // the peer was taken for dead meanwhile (then it is a failure, whatever it did).
       if (o->local_mr) fi_close(&o->local_mr->fid);
       if (o->note_slot >= 0) note_out_->release(o->rank, uint32_t(o->note_slot));
+      ok = ok && !dead_[size_t(o->rank)].load(std::memory_order_relaxed);
       if (ok && o->note_len && !send_note(o->rank, o->note, o->note_len)) {
         pending_note n{o->rank, o->note_len, {}};
         memcpy(n.note, o->note, o->note_len);

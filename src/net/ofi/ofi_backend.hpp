@@ -60,6 +60,9 @@ class ofi_device final : public device {
   bool try_get(int rank, void* dst, size_t size, uint64_t remote_addr, rkey_t rkey,
                const void* note, size_t note_len, void* ctx) override;
   const char* check_remote(int rank, uint64_t remote_addr, size_t size, rkey_t rkey) override;
+  // The provider reads and writes a put's or get's local buffer until it hands the
+  // operation back, also after its peer is taken for dead: complete() settles it then.
+  bool settles_accesses(int) const override { return true; }
   size_t poll(sink& s, size_t max) override;
   void wait_for_message(uint32_t timeout_us) override;
   bool peer_alive(int rank) override;
