@@ -42,8 +42,9 @@ uint64_t random_u64() {
 }
 
 int env_count(const char* call, const char* name, const char* missing) {
-  const char* s = std::getenv(name);
-  if (!s || !*s) util::fail(call, name, "<unset>", missing);
+  const std::string text = util::env_string(name, "");
+  const char* s = text.c_str();
+  if (!*s) util::fail(call, name, "<unset>", missing);
   char* end = nullptr;
   long v = strtol(s, &end, 10);
   if (*end || v < 0 || v > 1 << 24)
@@ -216,12 +217,12 @@ class weftrun_bootstrap final : public bootstrap {
 
 std::shared_ptr<bootstrap> create() {
   std::string which = util::env_string("WEFT_BOOTSTRAP", "auto");
-  const bool has_kvs = std::getenv("WEFT_KVS_ADDR") != nullptr;
-  const bool has_rank = std::getenv("WEFT_RANK") != nullptr;
-  const bool has_pmi_fd = std::getenv("PMI_FD") != nullptr;
-  const bool has_pmi_rank = std::getenv("PMI_RANK") != nullptr;
-  const bool has_pmix_rank = std::getenv("PMIX_RANK") != nullptr;
-  const bool has_pmix_ns = std::getenv("PMIX_NAMESPACE") != nullptr;
+  const bool has_kvs = util::env_set("WEFT_KVS_ADDR");
+  const bool has_rank = util::env_set("WEFT_RANK");
+  const bool has_pmi_fd = util::env_set("PMI_FD");
+  const bool has_pmi_rank = util::env_set("PMI_RANK");
+  const bool has_pmix_rank = util::env_set("PMIX_RANK");
+  const bool has_pmix_ns = util::env_set("PMIX_NAMESPACE");
   if (which == "auto") {
     if (has_kvs || has_rank)
       which = "weftrun";

@@ -8,6 +8,10 @@
 
 namespace weft::util {
 
+bool env_set(const char* name) {
+  return std::getenv(name) != nullptr;
+}
+
 size_t env_size(const char* name, size_t fallback) {
   const char* s = std::getenv(name);
   if (!s || !*s) return fallback;

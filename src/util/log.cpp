@@ -3,12 +3,16 @@
 #include <cstdarg>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+
+#include "util/env.hpp"
 
 namespace weft::util {
 namespace {
 log_level parse_level() {
-  const char* s = std::getenv("WEFT_LOG_LEVEL");
-  if (!s || !*s) return log_level::warn;
+  const std::string v = env_string("WEFT_LOG_LEVEL", "");
+  const char* s = v.c_str();
+  if (!*s) return log_level::warn;
   if (!strcmp(s, "none")) return log_level::none;
   if (!strcmp(s, "error")) return log_level::error;
   if (!strcmp(s, "warn")) return log_level::warn;
