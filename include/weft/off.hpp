@@ -2,6 +2,7 @@
 // name the optional arguments, in any order, and whose call operator runs the operation.
 #pragma once
 
+#include <optional>
 #include <utility>
 
 #include "weft/types.hpp"
@@ -16,43 +17,32 @@ namespace weft {
 
 // ---- runtime ----------------------------------------------------------------------------
 namespace detail {
-// A zero means "take the WEFT_* environment default" (see docs/configuration.md).
+// One optional field per runtime attribute (the WEFT_ATTR rows of weft/settings.def); an
+// attribute left unset takes its WEFT_* environment variable, else its default.
 struct runtime_args {
-  size_t packet_size = 0;
-  size_t npackets = 0;
-  size_t inject_size = SIZE_MAX;
-  size_t eager_size = 0;
-  size_t match_buckets = 0;
-  size_t cq_depth = 0;
-  size_t inbox_depth = 0;
-  size_t max_requests = 0;
-  int wire_errors_fatal = -1;
-  size_t backlog_size = 0;
+#define WEFT_ATTR(type, name, ...) std::optional<WEFT_CXX_TYPE_##type> name;
+#include "weft/settings.def"
 };
 WEFT_API runtime_t alloc_runtime_impl(const runtime_args& a, bool global);
 }  // namespace detail
 
+// Sets up a runtime: one setter per runtime attribute (packet_size, npackets, ...; see
+// docs/configuration.md for each one's meaning, default and range), in any order, then
+// call. A value out of range is a fatal_error naming the call, the attribute and the value.
 template <bool Global>
 class runtime_init_x {
   using self_t = runtime_init_x;
   detail::runtime_args a_;
 
  public:
-  WEFT_OFF_ARG(size_t, packet_size)
-  WEFT_OFF_ARG(size_t, npackets)
-  WEFT_OFF_ARG(size_t, inject_size)
-  WEFT_OFF_ARG(size_t, eager_size)
-  WEFT_OFF_ARG(size_t, match_buckets)
-  WEFT_OFF_ARG(size_t, cq_depth)
-  WEFT_OFF_ARG(size_t, inbox_depth)
-  WEFT_OFF_ARG(size_t, max_requests)
-  WEFT_OFF_ARG(size_t, backlog_size)
-  auto& wire_errors_fatal(bool v) {
-    a_.wire_errors_fatal = v;
-    return *this;
+#define WEFT_ATTR(type, name, ...) WEFT_OFF_ARG(WEFT_CXX_TYPE_##type, name)
+#include "weft/settings.def"
+  runtime_t operator()() const {
+    return detail::alloc_runtime_impl(a_, Global);
   }
-  runtime_t operator()() const { return detail::alloc_runtime_impl(a_, Global); }
-  runtime_t call() const { return (*this)(); }
+  runtime_t call() const {
+    return (*this)();
+  }
 };
 // g_runtime_init_x sets up the global default runtime; alloc_runtime_x an extra one.
 using g_runtime_init_x = runtime_init_x<true>;

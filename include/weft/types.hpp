@@ -9,6 +9,10 @@
 
 #include "weft/export.hpp"
 
+// The C++ type of each `type` column of weft/settings.def.
+#define WEFT_CXX_TYPE_size size_t
+#define WEFT_CXX_TYPE_flag bool
+
 namespace weft {
 
 namespace detail {
@@ -99,17 +103,12 @@ using make_key_fn_t = uint64_t (*)(int rank, tag_t tag, matching_policy_t policy
 struct runtime_t {
   detail::runtime_impl* p = nullptr;
   bool is_empty() const { return p == nullptr; }
-  // Attributes, fixed when the runtime is allocated.
-  WEFT_API size_t get_attr_packet_size() const;
-  WEFT_API size_t get_attr_npackets() const;
-  WEFT_API size_t get_attr_inject_size() const;
-  WEFT_API size_t get_attr_eager_size() const;
-  WEFT_API size_t get_attr_match_buckets() const;
-  WEFT_API size_t get_attr_cq_depth() const;
-  WEFT_API size_t get_attr_inbox_depth() const;
-  WEFT_API size_t get_attr_max_requests() const;
-  WEFT_API size_t get_attr_backlog_size() const;
-  WEFT_API bool get_attr_wire_errors_fatal() const;
+  // Attributes, fixed when the runtime is allocated: get_attr_<name>() for each WEFT_ATTR
+  // row of weft/settings.def (packet_size, npackets, ...), the value in force after the
+  // call's arguments, the environment and the defaults were resolved. A freed runtime is
+  // a fatal_error naming get_attr.
+#define WEFT_ATTR(type, name, ...) WEFT_API WEFT_CXX_TYPE_##type get_attr_##name() const;
+#include "weft/settings.def"
 };
 struct device_t {
   detail::device_impl* p = nullptr;

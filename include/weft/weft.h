@@ -121,13 +121,19 @@ typedef enum {
 } weft_matching_policy_t;
 
 /* ---- runtime --------------------------------------------------------------------------- */
+/* One field per runtime attribute (the WEFT_ATTR rows of weft/settings.def: packet_size,
+   npackets, ...; docs/configuration.md gives each one's meaning, default and range). Sizes
+   are size_t, flags int. A field left WEFT_UNSET_SIZE (a size) or WEFT_UNSET_FLAG (a flag)
+   takes its WEFT_* environment variable, else its default. */
+#define WEFT_C_TYPE_size size_t
+#define WEFT_C_TYPE_flag int
+#define WEFT_UNSET_SIZE SIZE_MAX
+#define WEFT_UNSET_FLAG (-1)
 typedef struct {
-  size_t packet_size, npackets, inject_size, eager_size, match_buckets, cq_depth, inbox_depth,
-      max_requests;
-  int wire_errors_fatal; /* -1: environment default, 0 or 1 */
-  size_t backlog_size;
+#define WEFT_ATTR(type, name, ...) WEFT_C_TYPE_##type name;
+#include "weft/settings.def"
 } weft_runtime_opts_t;
-/* Zero sizes (and inject_size SIZE_MAX) take the WEFT_* environment defaults. */
+/* Sets every field of *opts to unset. Call it before setting the fields you choose. */
 WEFT_C_API void weft_runtime_opts_init(weft_runtime_opts_t* opts);
 
 WEFT_C_API int weft_g_runtime_init(void);

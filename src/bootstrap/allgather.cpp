@@ -11,8 +11,8 @@
 #include <mutex>
 #include <vector>
 
-#include "util/env.hpp"
 #include "util/fail.hpp"
+#include "util/settings.hpp"
 
 namespace weft::bootstrap {
 namespace {

@@ -17,9 +17,9 @@
 #include "bootstrap/kvs_wire.hpp"
 #include "bootstrap/pmi.hpp"
 #include "bootstrap/pmix.hpp"
-#include "util/env.hpp"
 #include "util/fail.hpp"
 #include "util/log.hpp"
+#include "util/settings.hpp"
 
 namespace weft::bootstrap {
 
@@ -42,7 +42,10 @@ uint64_t random_u64() {
 }
 
 int env_count(const char* call, const char* name, const char* missing) {
-  const std::string text = util::env_string(name, "");
+  return text_count(call, name, util::env_or(name, ""), missing);
+}
+
+int text_count(const char* call, const char* name, const std::string& text, const char* missing) {
   const char* s = text.c_str();
   if (!*s) util::fail(call, name, "<unset>", missing);
   char* end = nullptr;
@@ -52,10 +55,11 @@ int env_count(const char* call, const char* name, const char* missing) {
   return int(v);
 }
 
-void bootstrap::ranks_from_env(const char* call, const char* rank_var, const char* size_var,
-                               const char* missing) {
-  rank_ = env_count(call, rank_var, missing);
-  size_ = env_count(call, size_var, missing);
+void bootstrap::ranks_from(const char* call, const char* rank_var, const std::string& rank_text,
+                           const char* size_var, const std::string& size_text,
+                           const char* missing) {
+  rank_ = text_count(call, rank_var, rank_text, missing);
+  size_ = text_count(call, size_var, size_text, missing);
   if (rank_ >= size_)
     util::fail(call, rank_var, std::to_string(rank_),
                std::string("is not below ") + size_var + " = " + std::to_string(size_));
@@ -70,7 +74,7 @@ std::string host_identity() {
 }
 
 void bootstrap::publish_host(const std::string& launcher_node) {
-  const std::string id = util::env_string("WEFT_HOST_ID", "");
+  const std::string id = util::get_text(util::setting::host_id);
   put("weft-host", !id.empty()              ? "id:" + id
                    : !launcher_node.empty() ? "node:" + launcher_node
                                             : "host:" + host_identity());
@@ -89,7 +93,7 @@ bool bootstrap::same_host(int rank) {
 }
 
 void bootstrap::apply_host_override() {
-  if (!util::env_string("WEFT_HOST_ID", "").empty()) local_ranks_from_hosts();
+  if (!util::get_text(util::setting::host_id).empty()) local_ranks_from_hosts();
 }
 
 void bootstrap::local_ranks_from_hosts() {
@@ -115,7 +119,7 @@ void bootstrap::agree_job_id() {
 
 void bootstrap::test_hook_foreign_cookie() {
 #ifdef WEFT_TEST_HOOKS
-  const std::string r = util::env_string("WEFT_TEST_FOREIGN_COOKIE", "");
+  const std::string r = util::get_text(util::setting::test_foreign_cookie);
   if (!r.empty() && r == std::to_string(rank_)) cookie_ = ~cookie_;
 #endif
 }
@@ -145,19 +149,19 @@ class singleton_bootstrap final : public bootstrap {
 class weftrun_bootstrap final : public bootstrap {
  public:
   weftrun_bootstrap() {
-    ranks_from_env("bootstrap (weftrun)", "WEFT_RANK", "WEFT_SIZE",
-                   "the launcher environment is incomplete");
+    ranks_from("bootstrap (weftrun)", "WEFT_RANK", util::get_text(util::setting::rank), "WEFT_SIZE",
+               util::get_text(util::setting::size), "the launcher environment is incomplete");
     local_rank_ = rank_;  // weftrun starts every rank on this host
     local_size_ = size_;
-    job_id_ = util::env_string("WEFT_JOBID", "");
+    job_id_ = util::get_text(util::setting::jobid);
     if (job_id_.size() < 16)
       util::fail("bootstrap (weftrun)", "WEFT_JOBID", job_id_.empty() ? "<unset>" : job_id_,
                  "must be a job identifier of at least 16 characters");
-    const std::string cookie = util::env_string("WEFT_JOB_COOKIE", "");
+    const std::string cookie = util::get_text(util::setting::job_cookie);
     if (!parse_cookie(cookie, cookie_))
       util::fail("bootstrap (weftrun)", "WEFT_JOB_COOKIE", cookie.empty() ? "<unset>" : cookie,
                  "must be the job's cookie, 16 hex digits, as weftrun sets it");
-    std::string addr = util::env_string("WEFT_KVS_ADDR", "");
+    std::string addr = util::get_text(util::setting::kvs_addr);
     if (addr.empty() || addr.size() >= sizeof(sockaddr_un::sun_path))
       util::fail("bootstrap (weftrun)", "WEFT_KVS_ADDR", addr.empty() ? "<unset>" : addr,
                  "must name weftrun's key-value socket");
@@ -216,13 +220,13 @@ class weftrun_bootstrap final : public bootstrap {
 };
 
 std::shared_ptr<bootstrap> create() {
-  std::string which = util::env_string("WEFT_BOOTSTRAP", "auto");
-  const bool has_kvs = util::env_set("WEFT_KVS_ADDR");
-  const bool has_rank = util::env_set("WEFT_RANK");
-  const bool has_pmi_fd = util::env_set("PMI_FD");
-  const bool has_pmi_rank = util::env_set("PMI_RANK");
-  const bool has_pmix_rank = util::env_set("PMIX_RANK");
-  const bool has_pmix_ns = util::env_set("PMIX_NAMESPACE");
+  std::string which = util::get_text(util::setting::bootstrap);
+  const bool has_kvs = util::is_set(util::setting::kvs_addr);
+  const bool has_rank = util::is_set(util::setting::rank);
+  const bool has_pmi_fd = util::env_raw("PMI_FD") != nullptr;
+  const bool has_pmi_rank = util::env_raw("PMI_RANK") != nullptr;
+  const bool has_pmix_rank = util::env_raw("PMIX_RANK") != nullptr;
+  const bool has_pmix_ns = util::env_raw("PMIX_NAMESPACE") != nullptr;
   if (which == "auto") {
     if (has_kvs || has_rank)
       which = "weftrun";
@@ -242,17 +246,14 @@ std::shared_ptr<bootstrap> create() {
   }
   if (which == "pmi") {
     // Hydra speaks both versions, Slurm's pmi2 plugin only PMI-2.
-    std::string v = util::env_string("WEFT_PMI_VERSION", "2");
-    if (v != "1" && v != "2") util::fail("bootstrap", "WEFT_PMI_VERSION", v, "must be 1 or 2");
-    which = "pmi" + v;
+    which = "pmi" + util::get_text(util::setting::pmi_version);
   }
   if (which == "weftrun") return std::make_shared<weftrun_bootstrap>();
   if (which == "singleton") return std::make_shared<singleton_bootstrap>();
   if (which == "pmi1") return make_pmi_bootstrap(1);
   if (which == "pmi2") return make_pmi_bootstrap(2);
   if (which == "pmix") return make_pmix_bootstrap();
-  util::fail("bootstrap", "WEFT_BOOTSTRAP", which,
-             "unknown bootstrap (known: auto, weftrun, pmi, pmi1, pmi2, pmix, singleton)");
+  util::fail("bootstrap", "WEFT_BOOTSTRAP", which, "unknown bootstrap");
 }
 
 }  // namespace

@@ -49,10 +49,10 @@ class bootstrap {
   void test_hook_foreign_cookie();
 
  protected:
-  // Rank and size from the launcher's environment variables `rank_var` and `size_var`,
+  // Rank and size from the launcher's variables `rank_var` and `size_var` (their texts),
   // checked; `missing` says what an unset one means.
-  void ranks_from_env(const char* call, const char* rank_var, const char* size_var,
-                      const char* missing);
+  void ranks_from(const char* call, const char* rank_var, const std::string& rank_text,
+                  const char* size_var, const std::string& size_text, const char* missing);
   // Rank 0 draws the job identifier and cookie, then one fence (puts made before it ride
   // along) and everyone reads them.
   void agree_job_id();
@@ -85,6 +85,8 @@ uint64_t random_u64();
 // A non-negative integer from the environment variable `name`; `missing` says what an
 // unset one means.
 int env_count(const char* call, const char* name, const char* missing);
+// The same of a variable's text.
+int text_count(const char* call, const char* name, const std::string& text, const char* missing);
 
 // One flat name for (rank, key), for the key-value stores that have no owners.
 inline std::string owned_key(int rank, const std::string& key) {

@@ -22,8 +22,8 @@
 
 #include "bootstrap/kvs_wire.hpp"
 #include "bootstrap/pmi_wire.hpp"
-#include "util/env.hpp"
 #include "util/fail.hpp"
+#include "util/settings.hpp"
 
 namespace weft::bootstrap {
 namespace {
@@ -37,7 +37,8 @@ class pmi_bootstrap final : public bootstrap {
     const char* half =
         "the launcher environment is half set (PMI_FD without PMI_RANK and PMI_SIZE)";
     fd_ = env_count(call_, "PMI_FD", half);
-    ranks_from_env(call_, "PMI_RANK", "PMI_SIZE", half);
+    ranks_from(call_, "PMI_RANK", util::env_or("PMI_RANK", ""), "PMI_SIZE",
+               util::env_or("PMI_SIZE", ""), half);
     int type = 0;
     socklen_t len = sizeof(type);
     if (getsockopt(fd_, SOL_SOCKET, SO_TYPE, &type, &len) != 0)
@@ -56,7 +57,7 @@ class pmi_bootstrap final : public bootstrap {
       if (init["pmi_version"] != "2")
         util::fail(call_, "pmi_version", init["pmi_version"], "the launcher does not speak PMI-2");
       // Slurm wants the job id it set in PMI_JOBID; hydra sets none.
-      const std::string jobid = util::env_string("PMI_JOBID", "");
+      const std::string jobid = util::env_or("PMI_JOBID", "");
       fields r = expect(v2("cmd=fullinit;" + (jobid.empty() ? "" : "pmijobid=" + jobid + ";") +
                            "pmirank=" + std::to_string(rank_) + ";threaded=TRUE;"),
                         "fullinit-response");

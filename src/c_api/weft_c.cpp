@@ -166,24 +166,23 @@ const char* weft_get_version(void) {
 }
 
 // ---- runtime ----------------------------------------------------------------------------
+namespace {
+constexpr size_t unset_size = WEFT_UNSET_SIZE;
+constexpr int unset_flag = WEFT_UNSET_FLAG;
+}  // namespace
+
 void weft_runtime_opts_init(weft_runtime_opts_t* o) {
   if (!o) return;
-  *o = weft_runtime_opts_t{0, 0, SIZE_MAX, 0, 0, 0, 0, 0, -1, 0};
+#define WEFT_ATTR(type, name, ...) o->name = unset_##type;
+#include "weft/settings.def"
 }
 
 static detail::runtime_args runtime_args_of(const weft_runtime_opts_t* o) {
   detail::runtime_args a;
   if (o) {
-    a.packet_size = o->packet_size;
-    a.npackets = o->npackets;
-    a.inject_size = o->inject_size;
-    a.eager_size = o->eager_size;
-    a.match_buckets = o->match_buckets;
-    a.cq_depth = o->cq_depth;
-    a.inbox_depth = o->inbox_depth;
-    a.max_requests = o->max_requests;
-    a.wire_errors_fatal = o->wire_errors_fatal;
-    a.backlog_size = o->backlog_size;
+#define WEFT_ATTR(type, name, ...) \
+  if (o->name != unset_##type) a.name = o->name;
+#include "weft/settings.def"
   }
   return a;
 }
@@ -218,16 +217,8 @@ int weft_runtime_get_attr(weft_runtime_t runtime, weft_runtime_opts_t* attr) {
   return guard([&] {
     need(attr, "runtime_get_attr", "attr");
     runtime_t r = runtime ? rt(runtime) : get_g_runtime();
-    *attr = weft_runtime_opts_t{r.get_attr_packet_size(),
-                                r.get_attr_npackets(),
-                                r.get_attr_inject_size(),
-                                r.get_attr_eager_size(),
-                                r.get_attr_match_buckets(),
-                                r.get_attr_cq_depth(),
-                                r.get_attr_inbox_depth(),
-                                r.get_attr_max_requests(),
-                                r.get_attr_wire_errors_fatal() ? 1 : 0,
-                                r.get_attr_backlog_size()};
+#define WEFT_ATTR(type, name, ...) attr->name = r.get_attr_##name();
+#include "weft/settings.def"
   });
 }
 

@@ -50,36 +50,11 @@ const char* get_errorcode_str(errorcode_t code) {
 }
 
 // ---- attributes ---------------------------------------------------------------------------
-size_t runtime_t::get_attr_packet_size() const {
-  return resolve_runtime(*this, "get_attr")->attr.packet_size;
-}
-size_t runtime_t::get_attr_npackets() const {
-  return resolve_runtime(*this, "get_attr")->attr.npackets;
-}
-size_t runtime_t::get_attr_inject_size() const {
-  return resolve_runtime(*this, "get_attr")->attr.inject_size;
-}
-size_t runtime_t::get_attr_eager_size() const {
-  return resolve_runtime(*this, "get_attr")->attr.eager_size;
-}
-size_t runtime_t::get_attr_match_buckets() const {
-  return resolve_runtime(*this, "get_attr")->attr.match_buckets;
-}
-size_t runtime_t::get_attr_cq_depth() const {
-  return resolve_runtime(*this, "get_attr")->attr.cq_depth;
-}
-size_t runtime_t::get_attr_inbox_depth() const {
-  return resolve_runtime(*this, "get_attr")->attr.inbox_depth;
-}
-size_t runtime_t::get_attr_max_requests() const {
-  return resolve_runtime(*this, "get_attr")->attr.max_requests;
-}
-size_t runtime_t::get_attr_backlog_size() const {
-  return resolve_runtime(*this, "get_attr")->attr.backlog_size;
-}
-bool runtime_t::get_attr_wire_errors_fatal() const {
-  return resolve_runtime(*this, "get_attr")->attr.wire_errors_fatal;
-}
+#define WEFT_ATTR(type, name, ...)                          \
+  WEFT_CXX_TYPE_##type runtime_t::get_attr_##name() const { \
+    return resolve_runtime(*this, "get_attr")->attr.name;   \
+  }
+#include "weft/settings.def"
 int device_t::get_attr_index() const {
   return p ? util::live(p, "get_attr_index", "device")->index : -1;
 }
@@ -104,8 +79,9 @@ runtime_t alloc_runtime_impl(const runtime_args& a, bool global) {
     util::fail("g_runtime_init", "global runtime", "already active",
                "call g_runtime_fina() before initialising it again");
   const char* call = global ? "g_runtime_init" : "alloc_runtime";
-  return runtime_t{util::tagged(util::allocating(call, "runtime attributes", a.max_requests,
-                                                 [&] { return new runtime_impl(a, global); }))};
+  return runtime_t{
+      util::tagged(util::allocating(call, "runtime attributes", a.max_requests.value_or(0),
+                                    [&] { return new runtime_impl(a, global); }))};
 }
 
 int get_rank_impl(const rank_args& a, int which) {
@@ -374,9 +350,12 @@ void put_upacket(void* packet) {
 // ---- operations ---------------------------------------------------------------------------
 namespace detail {
 
-[[gnu::always_inline]] static inline device_impl* resolve_device(const comm_args& a) {
-  if (a.device.p) return util::live(a.device.p, a.call_name, "device");
-  return resolve_runtime(a.runtime, a.call_name)->default_device;
+// The device of arguments whose handles untagged() has already checked and stripped:
+// checking a stripped handle again would take a reused object for a stale one.
+static device_impl* device_of_untagged(const comm_args& b) {
+  if (b.device.p) return b.device.p;
+  if (b.runtime.p) return b.runtime.p->default_device;
+  return resolve_runtime(runtime_t{}, b.call_name)->default_device;
 }
 
 // Whether no handle a post names carries a generation tag (its object's memory was never
@@ -409,7 +388,7 @@ namespace detail {
 
 [[gnu::noinline]] static status_t post_tagged(const comm_args& a) {
   const comm_args b = untagged(a);
-  return resolve_device(b)->post(b);
+  return device_of_untagged(b)->post(b);
 }
 
 mr_t register_memory_impl(const register_args& a) {
@@ -442,7 +421,7 @@ status_t post_comm_impl(const comm_args& a) {
 
 bool cancel_recv_impl(const comm_args& a) {
   const comm_args b = untagged(a);
-  device_impl* d = resolve_device(b);
+  device_impl* d = device_of_untagged(b);
   if (b.rank < 0 || b.rank >= d->rt.size())
     util::fail("cancel_recv", "rank", std::to_string(b.rank),
                "out of range [0, " + std::to_string(d->rt.size()) + ")");

@@ -10,9 +10,9 @@
 #include "core/wire.hpp"
 #include "match/matching_engine.hpp"
 #include "pool/packet_pool.hpp"
-#include "util/env.hpp"
 #include "util/fail.hpp"
 #include "util/log.hpp"
+#include "util/settings.hpp"
 
 namespace weft::detail {
 namespace {
@@ -24,8 +24,10 @@ std::atomic<int> g_next_runtime_id{0};
 std::mutex g_runtimes_lock;
 std::vector<runtime_impl*> g_runtimes;
 
-size_t pick(size_t given, const char* env, size_t fallback) {
-  return given ? given : util::env_size(env, fallback);
+// An attribute: the call's value, else its environment variable, else its default; each
+// checked against the row's range in settings.def.
+std::optional<size_t> pick(const std::optional<size_t>& given, util::setting s, const char* call) {
+  return given ? util::check_given(s, *given, call) : util::get_size(s);
 }
 
 void default_error_handler(const wire_error_t& e) {
@@ -64,47 +66,8 @@ runtime_impl::runtime_impl(const runtime_args& a, bool global)
       pool_index_(4) {
   boot = bootstrap::acquire();
   util::set_log_rank(boot->rank());
-  attr.packet_size = pick(a.packet_size, "WEFT_PACKET_SIZE", 8192);
-  attr.npackets = pick(a.npackets, "WEFT_NPACKETS", 1024);
-  attr.match_buckets = pick(a.match_buckets, "WEFT_MATCH_BUCKETS", 65536);
-  attr.cq_depth = pick(a.cq_depth, "WEFT_CQ_DEPTH", 65536);
-  attr.inbox_depth = pick(a.inbox_depth, "WEFT_INBOX_DEPTH", 256);
-  attr.max_requests = pick(a.max_requests, "WEFT_MAX_REQUESTS", 65536);
-  attr.backlog_size = pick(a.backlog_size, "WEFT_BACKLOG_SIZE", 4096);
-  attr.wire_errors_fatal = a.wire_errors_fatal >= 0
-                               ? a.wire_errors_fatal != 0
-                               : util::env_bool("WEFT_WIRE_ERRORS_FATAL", false);
-  if (attr.packet_size < 256 || attr.packet_size > (size_t(1) << 24) ||
-      (attr.packet_size & (attr.packet_size - 1)))
-    util::fail("g_runtime_init", "packet_size", std::to_string(attr.packet_size),
-               "must be a power of two from 256 to 16 MiB");
-  // Every size has an upper bound, checked here: a value near 2^64 once looped for ever
-  // rounding up to a power of two, and 16G buckets aborted in the allocator.
-  util::check_range("g_runtime_init", "npackets", attr.npackets, 1, size_t(1) << 32);
-  util::check_range("g_runtime_init", "match_buckets", attr.match_buckets, 1, size_t(1) << 30);
-  util::check_range("g_runtime_init", "cq_depth", attr.cq_depth, 2, size_t(1) << 30);
-  if (attr.max_requests < 16 || attr.max_requests > (size_t(1) << 30))
-    util::fail("g_runtime_init", "max_requests", std::to_string(attr.max_requests),
-               "must be 16 .. 2^30");
-  if (attr.backlog_size < 16 || attr.backlog_size > (size_t(1) << 30))
-    util::fail("g_runtime_init", "backlog_size", std::to_string(attr.backlog_size),
-               "must be 16 .. 2^30");
-  if (attr.inbox_depth < 2 || attr.inbox_depth > (size_t(1) << 20))
-    util::fail("g_runtime_init", "inbox_depth", std::to_string(attr.inbox_depth),
-               "must be 2 .. 2^20");
-  // A message occupies one cell of packet_size bytes: 16 for the queue, 16 for the header.
-  const size_t eager_max = attr.packet_size - 32;
-  attr.eager_size = pick(a.eager_size, "WEFT_EAGER_SIZE", eager_max);
-  if (attr.eager_size > eager_max)
-    util::fail("g_runtime_init", "eager_size", std::to_string(attr.eager_size),
-               "exceeds packet_size - 32 = " + std::to_string(eager_max));
-  const size_t inject_max = 64 - 32;
-  attr.inject_size =
-      a.inject_size != SIZE_MAX ? a.inject_size : util::env_size("WEFT_INJECT_SIZE", inject_max);
-  if (attr.inject_size > inject_max || attr.inject_size > attr.eager_size)
-    util::fail("g_runtime_init", "inject_size", std::to_string(attr.inject_size),
-               "exceeds one cache line less headers (" + std::to_string(inject_max) +
-                   " B) or the eager size");
+  util::warn_unknown_settings();
+  resolve_attributes(a, global ? "g_runtime_init" : "alloc_runtime");
 
   check_agreement();
   net = net::make_context(boot, id);
@@ -123,6 +86,34 @@ runtime_impl::runtime_impl(const runtime_args& a, bool global)
   g_runtimes.push_back(this);
 }
 
+// Every attribute from the call, the environment or settings.def, then the checks that
+// tie attributes together. Every size has an upper bound in settings.def: a value near
+// 2^64 once looped for ever rounding up to a power of two, and 16G buckets aborted in the
+// allocator.
+void runtime_impl::resolve_attributes(const runtime_args& a, const char* call) {
+  using util::setting;
+  attr.packet_size = *pick(a.packet_size, setting::packet_size, call);
+  attr.npackets = *pick(a.npackets, setting::npackets, call);
+  attr.match_buckets = *pick(a.match_buckets, setting::match_buckets, call);
+  attr.cq_depth = *pick(a.cq_depth, setting::cq_depth, call);
+  attr.inbox_depth = *pick(a.inbox_depth, setting::inbox_depth, call);
+  attr.max_requests = *pick(a.max_requests, setting::max_requests, call);
+  attr.backlog_size = *pick(a.backlog_size, setting::backlog_size, call);
+  attr.wire_errors_fatal = a.wire_errors_fatal.value_or(util::get_flag(setting::wire_errors_fatal));
+  if (attr.packet_size & (attr.packet_size - 1))
+    util::fail(call, "packet_size", std::to_string(attr.packet_size), "must be a power of two");
+  // A message occupies one cell of packet_size bytes: 16 for the queue, 16 for the header.
+  const size_t eager_max = attr.packet_size - 32;
+  attr.eager_size = pick(a.eager_size, setting::eager_size, call).value_or(eager_max);
+  if (attr.eager_size > eager_max)
+    util::fail(call, "eager_size", std::to_string(attr.eager_size),
+               "exceeds packet_size - 32 = " + std::to_string(eager_max));
+  attr.inject_size = *pick(a.inject_size, setting::inject_size, call);
+  if (attr.inject_size > attr.eager_size)
+    util::fail(call, "inject_size", std::to_string(attr.inject_size),
+               "exceeds the eager size " + std::to_string(attr.eager_size));
+}
+
 // Settings that change the wire must agree everywhere. Every rank reads every rank's
 // settings after one fence and finds the same first difference, so all of them fail with
 // the same message naming both values and both ranks.
@@ -133,7 +124,7 @@ void runtime_impl::check_agreement() {
            "wire_version=%u packet_size=%zu eager_size=%zu inject_size=%zu backend=%s "
            "net_backend=%s",
            unsigned(wire_version), attr.packet_size, attr.eager_size, attr.inject_size,
-           util::env_string("WEFT_BACKEND", "auto").c_str(), net::network_backend_name().c_str());
+           util::get_text(util::setting::backend).c_str(), net::network_backend_name().c_str());
   std::string prefix = "cfg-" + std::to_string(id);
   boot->put(prefix, mine);
   boot->fence();

@@ -22,17 +22,10 @@ class comp_impl;
 class matching_engine_impl;
 class packet_pool_impl;
 
+// The attributes in force: one field per WEFT_ATTR row of weft/settings.def.
 struct runtime_attr {
-  size_t packet_size;
-  size_t npackets;
-  size_t inject_size;
-  size_t eager_size;
-  size_t match_buckets;
-  size_t cq_depth;
-  size_t inbox_depth;
-  size_t max_requests;
-  size_t backlog_size;
-  bool wire_errors_fatal;
+#define WEFT_ATTR(type, name, ...) WEFT_CXX_TYPE_##type name;
+#include "weft/settings.def"
 };
 
 struct mr_impl {
@@ -54,6 +47,7 @@ class runtime_impl {
  public:
   WEFT_GENERATIONAL_MEMORY  // behind runtime_t handles, which carry a generation
   runtime_impl(const runtime_args& a, bool global);
+  void resolve_attributes(const runtime_args& a, const char* call);
   ~runtime_impl();
 
   int rank() const { return boot->rank(); }

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace weft::bootstrap {
 class bootstrap;
@@ -162,5 +163,18 @@ class context {
 std::unique_ptr<context> make_context(std::shared_ptr<bootstrap::bootstrap> boot, int context_id);
 // The network backend a mixed job uses across hosts (WEFT_NET_BACKEND).
 std::string network_backend_name();
+
+// What weft-info shows of a backend: whether this build has it (and what it needs when it
+// has not), and what it finds on this machine (providers, transports, permissions).
+struct finding {
+  std::string item, value;
+};
+struct backend_report {
+  std::string name;
+  bool built;
+  std::string needs;
+  std::vector<finding> found;
+};
+std::vector<backend_report> describe_backends();
 
 }  // namespace weft::net

@@ -8,9 +8,9 @@
 
 #include "bootstrap/bootstrap.hpp"
 #include "net/backend.hpp"
-#include "util/env.hpp"
 #include "util/fail.hpp"
 #include "util/log.hpp"
+#include "util/settings.hpp"
 
 namespace weft::net {
 
@@ -23,6 +23,9 @@ std::unique_ptr<context> make_ofi_context(std::shared_ptr<bootstrap::bootstrap> 
                                           int context_id);
 std::unique_ptr<context> make_ucx_context(std::shared_ptr<bootstrap::bootstrap> boot,
                                           int context_id);
+void probe_shm(std::vector<finding>& out);
+void probe_ofi(std::vector<finding>& out);
+void probe_ucx(std::vector<finding>& out);
 
 namespace {
 // libfabric pulls in the PSM libraries (libinfinipath), and UCX its libucs, whose constructors
@@ -50,19 +53,20 @@ struct known_backend {
   const char* name;
   factory make;  // nullptr: not built
   const char* needs;
+  void (*probe)(std::vector<finding>&);  // what it finds on this machine, for weft-info
 };
 constexpr known_backend backends[] = {
-    {"shm", make_shm_context, nullptr},
-    {"mixed", make_mixed_context, nullptr},
+    {"shm", make_shm_context, nullptr, probe_shm},
+    {"mixed", make_mixed_context, nullptr, nullptr},
 #ifdef WEFT_HAVE_OFI
-    {"ofi", make_ofi_context, nullptr},
+    {"ofi", make_ofi_context, nullptr, probe_ofi},
 #else
-    {"ofi", nullptr, "libfabric (install libfabric-dev and rebuild)"},
+    {"ofi", nullptr, "libfabric (install libfabric-dev and rebuild)", nullptr},
 #endif
 #ifdef WEFT_HAVE_UCX
-    {"ucx", make_ucx_context, nullptr},
+    {"ucx", make_ucx_context, nullptr, probe_ucx},
 #else
-    {"ucx", nullptr, "UCX (install libucx-dev and rebuild)"},
+    {"ucx", nullptr, "UCX (install libucx-dev and rebuild)", nullptr},
 #endif
 };
 
@@ -81,11 +85,22 @@ std::unique_ptr<context> make_named(const std::string& which, const char* variab
 }
 }  // namespace
 
+std::vector<backend_report> describe_backends() {
+  std::vector<backend_report> out;
+  for (const known_backend& b : backends) {
+    backend_report r{b.name, b.make != nullptr, b.needs ? b.needs : "", {}};
+    if (b.probe) b.probe(r.found);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
 std::string network_backend_name() {
+  if (util::is_set(util::setting::net_backend)) return util::get_text(util::setting::net_backend);
 #if defined(WEFT_HAVE_OFI) || !defined(WEFT_HAVE_UCX)
-  return util::env_string("WEFT_NET_BACKEND", "ofi");
+  return "ofi";
 #else
-  return util::env_string("WEFT_NET_BACKEND", "ucx");
+  return "ucx";
 #endif
 }
 
@@ -100,7 +115,7 @@ std::unique_ptr<context> make_network_context(std::shared_ptr<bootstrap::bootstr
 
 std::unique_ptr<context> make_context(std::shared_ptr<bootstrap::bootstrap> boot, int context_id) {
   restore_crash_signals();
-  std::string which = util::env_string("WEFT_BACKEND", "auto");
+  std::string which = util::get_text(util::setting::backend);
   // One host: shared memory; several: shared memory within each, the network across.
   if (which == "auto") which = boot->local_size() == boot->size() ? "shm" : "mixed";
   return make_named(which, "WEFT_BACKEND", std::move(boot), context_id);

@@ -5,12 +5,12 @@
 #include <cstring>
 #include <string>
 
-#include "util/env.hpp"
+#include "util/settings.hpp"
 
 namespace weft::util {
 namespace {
 log_level parse_level() {
-  const std::string v = env_string("WEFT_LOG_LEVEL", "");
+  const std::string v = current_text(setting::log_level);
   const char* s = v.c_str();
   if (!*s) return log_level::warn;
   if (!strcmp(s, "none")) return log_level::none;

@@ -4,7 +4,7 @@
 //                another job's cookie. Over the network, each rank's active messages to the
 //                other must be dropped unread (the shm and ucx backends already refuse at
 //                start-up, which their tests check through the error).
-//   foreign_rmr  two jobs at once, sharing the file WEFT_TEST_RMR_FILE: the "owner" job's
+//   foreign_rmr  two jobs at once, sharing the file MP_TEST_RMR_FILE: the "owner" job's
 //                rank 1 publishes a registration's handle there; the "user" job's rank 0 puts
 //                and gets with it to its own rank 1, and both must be refused; the owner's
 //                memory must be untouched.
@@ -54,8 +54,8 @@ int scenario_foreign() {
 namespace {
 
 std::string rmr_file() {
-  const char* f = getenv("WEFT_TEST_RMR_FILE");
-  if (!f || !*f) die("foreign_rmr needs WEFT_TEST_RMR_FILE");
+  const char* f = getenv("MP_TEST_RMR_FILE");
+  if (!f || !*f) die("foreign_rmr needs MP_TEST_RMR_FILE");
   return f;
 }
 
@@ -148,10 +148,10 @@ int scenario_foreign_rmr() {
   const int me = weft::get_rank_me();
   if (weft::get_rank_n() != 2) die("foreign_rmr needs 2 ranks");
   const std::string file = rmr_file();
-  const char* role = getenv("WEFT_TEST_RMR_ROLE");
+  const char* role = getenv("MP_TEST_RMR_ROLE");
   const bool owner = role && !strcmp(role, "owner");
   if (!owner && !(role && !strcmp(role, "user")))
-    die("foreign_rmr needs WEFT_TEST_RMR_ROLE=owner or user");
+    die("foreign_rmr needs MP_TEST_RMR_ROLE=owner or user");
   if (owner && me == 1) own_region(file);
   if (!owner && me == 0) use_foreign_region(file);
   return finish("foreign_rmr");

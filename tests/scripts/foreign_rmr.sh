@@ -9,9 +9,9 @@ weftrun=$1 mp_test=$2
 here=$(dirname "$0")
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-export WEFT_TEST_RMR_FILE=$dir/rmr
+export MP_TEST_RMR_FILE=$dir/rmr
 job() {  # role
-  WEFT_TEST_RMR_ROLE=$1 bash "$here/expect_ranks.sh" 2 foreign_rmr -- \
+  MP_TEST_RMR_ROLE=$1 bash "$here/expect_ranks.sh" 2 foreign_rmr -- \
     "$weftrun" --timeout 90 --tag-output -n 2 "$mp_test" foreign_rmr 2>&1 | sed "s/^/[$1] /"
   return "${PIPESTATUS[0]}"
 }

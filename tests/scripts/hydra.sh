@@ -37,7 +37,7 @@ expect_error "PMI_FD = 0: is not a socket" env WEFT_BOOTSTRAP=pmi2 PMI_FD=0 PMI_
 expect_error "PMI_RANK = 5: is not below PMI_SIZE = 2" env WEFT_BOOTSTRAP=pmi2 PMI_FD=0 PMI_RANK=5 PMI_SIZE=2 "$mp" matrix
 expect_error "PMI_SIZE = <unset>" env WEFT_BOOTSTRAP=pmi2 PMI_FD=0 PMI_RANK=0 "$mp" matrix
 expect_error "WEFT_PMI_VERSION = 7: must be 1 or 2" env WEFT_PMI_VERSION=7 mpiexec.hydra -n 1 "$mp" matrix
-expect_error "unknown bootstrap (known: auto, weftrun, pmi, pmi1, pmi2, pmix, singleton)" env WEFT_BOOTSTRAP=pmix3 "$mp" matrix
+expect_error "WEFT_BOOTSTRAP = pmix3: must be auto, weftrun, pmix, pmi, pmi1, pmi2 or singleton" env WEFT_BOOTSTRAP=pmix3 "$mp" matrix
 pass "half-set or wrong launcher environments are named errors"
 
 [ "$(shm_snapshot)" = "$before" ] || fail "shared-memory files left in /dev/shm: $(comm -13 <(echo "$before") <(shm_snapshot))"

@@ -31,9 +31,9 @@ pass "timeout kills the job with 124"
 pass "exit codes propagate"
 
 # 4. Environment, rank variables and tagged output.
-"$weftrun" -n 2 --tag-output sh -c 'echo "r=$WEFT_RANK n=$WEFT_SIZE x=$WEFT_TEST_PASSTHROUGH"' >"$out" 2>&1 \
+"$weftrun" -n 2 --tag-output sh -c 'echo "r=$WEFT_RANK n=$WEFT_SIZE x=$WEFTRUN_PASSTHROUGH_PROBE"' >"$out" 2>&1 \
   <<<"" || fail "env run"
-WEFT_TEST_PASSTHROUGH=yes "$weftrun" -n 2 --tag-output sh -c 'echo "r=$WEFT_RANK n=$WEFT_SIZE x=$WEFT_TEST_PASSTHROUGH"' >"$out" 2>&1
+WEFTRUN_PASSTHROUGH_PROBE=yes "$weftrun" -n 2 --tag-output sh -c 'echo "r=$WEFT_RANK n=$WEFT_SIZE x=$WEFTRUN_PASSTHROUGH_PROBE"' >"$out" 2>&1
 grep -q "^\[1\] r=1 n=2 x=yes$" "$out" && grep -q "^\[0\] r=0 n=2 x=yes$" "$out" || { cat "$out"; fail "tagged output/env"; }
 pass "environment passed through, output tagged"
 

@@ -72,7 +72,7 @@ TEST_F(Api, BadAttributesAreRefusedWithNameAndValue) {
     weft::alloc_runtime_x().packet_size(1000)();
     FAIL() << "no exception";
   } catch (const weft::fatal_error& e) {
-    EXPECT_EQ(e.call(), "g_runtime_init");
+    EXPECT_EQ(e.call(), "alloc_runtime");
     EXPECT_EQ(e.argument(), "packet_size");
     EXPECT_EQ(e.value(), "1000");
   }
@@ -117,12 +117,12 @@ TEST_F(Api, AbsurdSizesAreRefusedAtTheCall) {
   weft::g_runtime_fina();
   for (const char* v : {"18446744073709551615", "16G"}) {
     setenv("WEFT_MATCH_BUCKETS", v, 1);
-    EXPECT_EQ(refused_argument([] { weft::g_runtime_init(); }), "match_buckets") << v;
+    EXPECT_EQ(refused_argument([] { weft::g_runtime_init(); }), "WEFT_MATCH_BUCKETS") << v;
     if (!weft::get_g_runtime().is_empty()) weft::g_runtime_fina();
   }
   unsetenv("WEFT_MATCH_BUCKETS");
   setenv("WEFT_CQ_DEPTH", "18446744073709551615", 1);
-  EXPECT_EQ(refused_argument([] { weft::g_runtime_init(); }), "cq_depth");
+  EXPECT_EQ(refused_argument([] { weft::g_runtime_init(); }), "WEFT_CQ_DEPTH");
   unsetenv("WEFT_CQ_DEPTH");
   weft::g_runtime_init();
 }
@@ -614,7 +614,7 @@ TEST_F(Api, FreeingADeviceWithPendingWorkIsRefused) {
 TEST_F(Api, MalformedMessageIsFatalWhenAsked) {
   weft::runtime_t rt = weft::alloc_runtime_x().wire_errors_fatal(true)();
   EXPECT_TRUE(rt.get_attr_wire_errors_fatal());
-  auto* dev = weft::get_default_device(rt).p;
+  auto* dev = weft::util::live(weft::get_default_device(rt).p, "test", "device");
   char junk[3] = {1, 2, 3};
   ASSERT_TRUE(dev->net->try_send(0, junk, sizeof(junk), nullptr, 0));
   try {

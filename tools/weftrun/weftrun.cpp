@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "bootstrap/kvs_wire.hpp"
+#include "weft/version.hpp"
 #include "weftrun/kvs_server.hpp"
 
 namespace {
@@ -57,7 +58,8 @@ struct options {
           "                      there are at least N cores)\n"
           "  --ranks-per-host K  pretend that each K consecutive ranks are a host of their own\n"
           "                      (WEFT_HOST_ID): shared memory within, the network across\n"
-          "  -v, --verbose       say what weftrun does\n");
+          "  -v, --verbose       say what weftrun does\n"
+          "  --version           print the version and exit\n");
   exit(2);
 }
 
@@ -110,6 +112,9 @@ options parse(int argc, char** argv) {
       o.verbose = true;
     } else if (a == "-h" || a == "--help") {
       usage(nullptr);
+    } else if (a == "--version") {
+      printf("weftrun (Weft) %s\n", WEFT_VERSION_STRING);
+      exit(0);
     } else {
       usage(("unknown option " + a).c_str());
     }
@@ -291,15 +296,13 @@ int main(int argc, char** argv) {
       setpgid(0, 0);  // weftrun alone receives the terminal's Ctrl-C and forwards it
       setenv("WEFT_RANK", std::to_string(r).c_str(), 1);
       setenv("WEFT_SIZE", std::to_string(o.n).c_str(), 1);
+      // Only what the bootstrap reads (a program asks get_rank_local() for its place).
       const int k = o.ranks_per_host ? o.ranks_per_host : o.n;
-      setenv("WEFT_LOCAL_RANK", std::to_string(r % k).c_str(), 1);
-      setenv("WEFT_LOCAL_SIZE", std::to_string(std::min(k, o.n - r / k * k)).c_str(), 1);
       if (o.ranks_per_host)
         setenv("WEFT_HOST_ID", ("weftrun-host" + std::to_string(r / k)).c_str(), 1);
       setenv("WEFT_JOBID", job.c_str(), 1);
       setenv("WEFT_JOB_COOKIE", weft::bootstrap::cookie_hex(cookie).c_str(), 1);
       setenv("WEFT_KVS_ADDR", sock_path.c_str(), 1);
-      setenv("WEFT_LAUNCHER", "weftrun", 1);
       if (bind_ranks) {
         cpu_set_t one;
         CPU_ZERO(&one);

@@ -12,9 +12,9 @@
 #include <thread>
 
 #include "bootstrap/bootstrap.hpp"
-#include "util/env.hpp"
 #include "util/fail.hpp"
 #include "util/log.hpp"
+#include "util/settings.hpp"
 
 namespace weft::net::ofi {
 namespace {
@@ -37,8 +37,8 @@ std::string key(int ctx, int index) {
 }  // namespace
 
 // ---- context ------------------------------------------------------------------------------
-ofi_context::ofi_context(std::shared_ptr<bootstrap::bootstrap> boot, int context_id)
-    : boot_(std::move(boot)), context_id_(context_id) {
+// What Weft asks of a provider (also what weft-info lists providers by).
+fi_info* weft_hints() {
   fi_info* hints = fi_allocinfo();
   hints->ep_attr->type = FI_EP_RDM;
   hints->caps = FI_MSG | FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
@@ -50,7 +50,13 @@ ofi_context::ofi_context(std::shared_ptr<bootstrap::bootstrap> boot, int context
   // does not overtake).
   hints->tx_attr->msg_order = FI_ORDER_SAS;
   hints->rx_attr->msg_order = FI_ORDER_SAS;
-  const std::string prov = util::env_string("WEFT_OFI_PROVIDER", "");
+  return hints;
+}
+
+ofi_context::ofi_context(std::shared_ptr<bootstrap::bootstrap> boot, int context_id)
+    : boot_(std::move(boot)), context_id_(context_id) {
+  fi_info* hints = weft_hints();
+  const std::string prov = util::get_text(util::setting::ofi_provider);
   if (!prov.empty()) hints->fabric_attr->prov_name = strdup(prov.c_str());
   int rc = fi_getinfo(FI_VERSION(1, 9), nullptr, nullptr, 0, hints, &info_);
   fi_freeinfo(hints);
@@ -78,10 +84,10 @@ ofi_context::ofi_context(std::shared_ptr<bootstrap::bootstrap> boot, int context
   virt_addr_ = info_->domain_attr->mr_mode & FI_MR_VIRT_ADDR;
   prov_key_ = info_->domain_attr->mr_mode & FI_MR_PROV_KEY;
   mr_local_ =
-      (info_->domain_attr->mr_mode & FI_MR_LOCAL) || util::env_bool("WEFT_OFI_MR_LOCAL", false);
+      (info_->domain_attr->mr_mode & FI_MR_LOCAL) || util::get_flag(util::setting::ofi_mr_local);
   cq_data_ = info_->domain_attr->cq_data_size >= sizeof(uint64_t) &&
-             boot_->size() <= int(max_cq_data_ranks) && util::env_bool("WEFT_OFI_CQ_DATA", true);
-  peer_timeout_ns_ = int64_t(util::env_size("WEFT_PEER_TIMEOUT", 30)) * 1000000000;
+             boot_->size() <= int(max_cq_data_ranks) && util::get_flag(util::setting::ofi_cq_data);
+  peer_timeout_ns_ = int64_t(*util::get_size(util::setting::peer_timeout)) * 1000000000;
   check(fi_fabric(info_->fabric_attr, &fabric_, nullptr), "fi_fabric");
   check(fi_domain(fabric_, info_, &domain_, nullptr), "fi_domain");
   WEFT_LOG(info, "ofi context %d: %s", context_id_, describe().c_str());

@@ -14,11 +14,11 @@
 
 #include "bootstrap/bootstrap.hpp"
 #include "net/shm/cma.hpp"
-#include "util/env.hpp"
 #include "util/fail.hpp"
 #include "util/log.hpp"
 #include "util/mpmc_queue.hpp"
 #include "util/process.hpp"
+#include "util/settings.hpp"
 #include "util/small_copy.hpp"
 #include "util/thread_index.hpp"
 #include "util/tsan.hpp"
@@ -35,34 +35,18 @@ std::string key(const char* what, int ctx, int index) {
 
 settings read_settings() {
   settings s{};
-  std::string mode = util::env_string("WEFT_SHM_PUT", "pipeline");
-  if (mode == "pipeline")
-    s.mode = put_mode::pipeline;
-  else if (mode == "cma")
-    s.mode = put_mode::cma;
-  else
-    util::fail("shm backend", "WEFT_SHM_PUT", mode, "must be pipeline or cma");
-  s.nchannels = util::env_size("WEFT_SHM_CHANNELS", 4);
-  s.chunk_size = util::env_size("WEFT_SHM_CHUNK", 64 * 1024);
-  s.nslots = util::env_size("WEFT_SHM_SLOTS", 8);
-  s.nlanes = util::env_size("WEFT_SHM_LANES", 4);
-  s.nregions = util::env_size("WEFT_SHM_REGIONS", 4096);
-  std::string rma = util::env_string("WEFT_SHM_RMA", "cma");
-  if (rma != "cma" && rma != "pipeline")
-    util::fail("shm backend", "WEFT_SHM_RMA", rma, "must be cma or pipeline");
-  s.rma_by_cma = rma == "cma";
-  if (s.nregions < 2 || s.nregions > (size_t(1) << 24))
-    util::fail("shm backend", "WEFT_SHM_REGIONS", std::to_string(s.nregions),
-               "must be 2..16777216");
-  if (s.nchannels < 1 || s.nchannels > 1024)
-    util::fail("shm backend", "WEFT_SHM_CHANNELS", std::to_string(s.nchannels), "must be 1..1024");
-  if (s.chunk_size < 4096 || s.chunk_size % 64)
-    util::fail("shm backend", "WEFT_SHM_CHUNK", std::to_string(s.chunk_size),
-               "must be a multiple of 64 and at least 4096");
-  if (s.nlanes < 1 || s.nlanes > 64)
-    util::fail("shm backend", "WEFT_SHM_LANES", std::to_string(s.nlanes), "must be 1..64");
-  if (s.nslots < 2 || s.nslots > 4096)
-    util::fail("shm backend", "WEFT_SHM_SLOTS", std::to_string(s.nslots), "must be 2..4096");
+  using util::setting;
+  s.mode = util::get_text(setting::shm_put) == "cma" ? put_mode::cma : put_mode::pipeline;
+  s.rma_by_cma = util::get_text(setting::shm_rma) == "cma";
+  // Each size is checked against its row's range in settings.def.
+  s.nchannels = *util::get_size(setting::shm_channels);
+  s.chunk_size = *util::get_size(setting::shm_chunk);
+  s.nslots = *util::get_size(setting::shm_slots);
+  s.nlanes = *util::get_size(setting::shm_lanes);
+  s.nregions = *util::get_size(setting::shm_regions);
+  if (s.chunk_size % 64)
+    util::fail("environment", "WEFT_SHM_CHUNK", std::to_string(s.chunk_size),
+               "must be a multiple of 64");
   return s;
 }
 
@@ -85,7 +69,7 @@ shm_context::shm_context(std::shared_ptr<bootstrap::bootstrap> boot, int context
   b.fence();  // every exchange is put, fence, get: what PMI and PMIx guarantee
   pids_.resize(size_t(b.size()));
   // WEFT_SHM_CMA=0 forbids cross-memory attach outright, as a kernel policy would.
-  cma_ok_ = util::env_bool("WEFT_SHM_CMA", true);
+  cma_ok_ = util::get_flag(util::setting::shm_cma);
   for (int r = 0; r < b.size(); ++r) {
     std::string v = b.get(r, key("pid", context_id_, 0));
     int pid = 0;
@@ -928,8 +912,8 @@ std::atomic<int64_t> claims_to_kill{0};
 // Test builds only: WEFT_TEST_KILL_AFTER_CLAIM=R:N makes rank R kill itself with SIGKILL
 // right after its N-th claim of an inbox cell, stamped but not yet published.
 void shm_device::arm_test_hook() {
-  const std::string v = util::env_string("WEFT_TEST_KILL_AFTER_CLAIM", "");
-  const std::string me = util::env_string("WEFT_RANK", "");
+  const std::string v = util::get_text(util::setting::test_kill_after_claim);
+  const std::string me = util::get_text(util::setting::rank);
   int r = -1;
   long long n = 0;
   if (sscanf(v.c_str(), "%d:%lld", &r, &n) == 2 && !me.empty() && atoi(me.c_str()) == r && n > 0)

@@ -5,9 +5,9 @@
 
 #include "bootstrap/bootstrap.hpp"
 #include "net/ucx/ucx_backend.hpp"
-#include "util/env.hpp"
 #include "util/fail.hpp"
 #include "util/log.hpp"
+#include "util/settings.hpp"
 
 namespace weft::net::ucx {
 namespace {
@@ -19,11 +19,9 @@ void check(ucs_status_t st, const char* what) {
 
 ucx_context::ucx_context(std::shared_ptr<bootstrap::bootstrap> boot, int context_id)
     : boot_(std::move(boot)), context_id_(context_id) {
-  peer_failure_ = util::env_bool("WEFT_UCX_PEER_FAILURE", true);
-  stream_chunk_ = util::env_size("WEFT_UCX_CHUNK", 256 << 10);
-  peer_timeout_s_ = int64_t(util::env_size("WEFT_PEER_TIMEOUT", 30));
-  if (stream_chunk_ < 4096)
-    util::fail(call, "WEFT_UCX_CHUNK", std::to_string(stream_chunk_), "at least 4096 bytes");
+  peer_failure_ = util::get_flag(util::setting::ucx_peer_failure);
+  stream_chunk_ = *util::get_size(util::setting::ucx_chunk);
+  peer_timeout_s_ = int64_t(*util::get_size(util::setting::peer_timeout));
   ucp_config_t* config = nullptr;
   check(ucp_config_read(nullptr, nullptr, &config), "ucp_config_read");
   ucp_params_t p{};
@@ -35,7 +33,7 @@ ucx_context::ucx_context(std::shared_ptr<bootstrap::bootstrap> boot, int context
   ucs_status_t st = ucp_init(&p, config, &ucp_);
   ucp_config_release(config);
   if (st != UCS_OK)
-    util::fail(call, "UCX_TLS", util::env_string("UCX_TLS", "<unset>"),
+    util::fail(call, "UCX_TLS", util::env_or("UCX_TLS", "<unset>"),
                std::string("ucp_init failed: ") + ucs_status_string(st) +
                    " (ucx_info -d lists the transports there are)");
   WEFT_LOG(info, "ucx context %d: %s", context_id_, describe().c_str());
@@ -50,7 +48,7 @@ ucx_context::~ucx_context() {
 
 std::string ucx_context::describe() const {
   return std::string("ucx: UCX ") + ucp_get_version_string() + ", transports " +
-         util::env_string("UCX_TLS", "all (UCX_TLS unset)") + ", peer failure detection " +
+         util::env_or("UCX_TLS", "all (UCX_TLS unset)") + ", peer failure detection " +
          (peer_failure_ ? "on" : "off");
 }
 
