@@ -89,6 +89,14 @@ struct status_t {
 
 enum class direction_t : uint8_t { OUT, IN };
 
+// A device's performance counters: one per row of weft/counters.def (sent_inject,
+// sent_eager, ..., peers_dead), read with device_t::get_counter.
+enum class counter_t : int {
+#define WEFT_COUNTER(name, NAME, doc) name,
+#include "weft/counters.def"
+  count
+};
+
 enum class matching_policy_t : uint8_t {
   none = 0,       // any rank, any tag (the sender must use the same policy)
   rank_only = 1,  // match on source rank, any tag
@@ -115,6 +123,10 @@ struct device_t {
   bool is_empty() const { return p == nullptr; }
   WEFT_API int get_attr_index() const;
   WEFT_API size_t get_attr_inbox_depth() const;
+  // Counter `c` of this device, summed over the threads that used it; an empty handle reads
+  // the global runtime's default device. A freed device is a fatal_error naming
+  // get_counter.
+  WEFT_API uint64_t get_counter(counter_t c) const;
 };
 struct comp_t {
   detail::comp_impl* p = nullptr;

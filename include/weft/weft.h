@@ -178,6 +178,19 @@ WEFT_C_API int weft_free_device(weft_device_t* device);
 WEFT_C_API weft_device_t weft_get_default_device(weft_runtime_t runtime);
 WEFT_C_API int weft_device_get_attr_index(weft_device_t device);
 WEFT_C_API size_t weft_device_get_attr_inbox_depth(weft_device_t device);
+/* A device's performance counters: one per row of weft/counters.def. */
+typedef enum {
+#define WEFT_COUNTER(name, NAME, doc) WEFT_COUNTER_##NAME,
+#include "weft/counters.def"
+  WEFT_COUNTER_COUNT
+} weft_counter_t;
+/* Stores counter `counter` of `device` (NULL: the global runtime's default device), summed
+   over the threads that used it, in *value. WEFT_ERR_USAGE for an unknown counter or a
+   freed device. */
+WEFT_C_API int weft_device_get_counter(weft_device_t device, weft_counter_t counter,
+                                       uint64_t* value);
+/* The counter's name as counters.def spells it ("sent_eager"); "" for an unknown one. */
+WEFT_C_API const char* weft_counter_name(weft_counter_t counter);
 
 WEFT_C_API int weft_alloc_packet_pool(weft_runtime_t runtime, size_t packet_size, size_t npackets,
                                       weft_packet_pool_t* pool);

@@ -15,6 +15,9 @@
 namespace weft {
 
 WEFT_API const char* get_version();
+// The name of counter `c` as weft/counters.def spells it ("sent_eager"); "" when `c` is not
+// a counter.
+WEFT_API const char* get_counter_name(counter_t c);
 
 // ---- runtime ----------------------------------------------------------------------------
 inline void g_runtime_init() {

@@ -301,6 +301,15 @@ int weft_device_get_attr_index(weft_device_t device) {
 size_t weft_device_get_attr_inbox_depth(weft_device_t device) {
   return dev(device).get_attr_inbox_depth();
 }
+int weft_device_get_counter(weft_device_t device, weft_counter_t counter, uint64_t* value) {
+  return guard([&] {
+    need(value, "device_get_counter", "value");
+    *value = dev(device).get_counter(counter_t(counter));
+  });
+}
+const char* weft_counter_name(weft_counter_t counter) {
+  return get_counter_name(counter_t(counter));
+}
 
 int weft_alloc_packet_pool(weft_runtime_t runtime, size_t packet_size, size_t npackets,
                            weft_packet_pool_t* out) {

@@ -58,6 +58,17 @@ const char* get_errorcode_str(errorcode_t code) {
 int device_t::get_attr_index() const {
   return p ? util::live(p, "get_attr_index", "device")->index : -1;
 }
+uint64_t device_t::get_counter(counter_t c) const {
+  if (int(c) < 0 || c >= counter_t::count)
+    util::fail("get_counter", "counter", std::to_string(int(c)),
+               "not a counter (there are " + std::to_string(int(counter_t::count)) + ")");
+  const device_impl* d = p ? util::live(p, "get_counter", "device")
+                           : resolve_runtime(runtime_t{}, "get_counter")->default_device;
+  return d->counters.read(c);
+}
+const char* get_counter_name(counter_t c) {
+  return detail::counter_name(c);
+}
 size_t device_t::get_attr_inbox_depth() const {
   return p ? util::live(p, "get_attr_inbox_depth", "device")->inbox_depth : 0;
 }

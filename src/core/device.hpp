@@ -7,12 +7,14 @@
 #pragma once
 
 #include <atomic>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <variant>
 
 #include "backlog/backlog_queue.hpp"
 #include "comp/comp.hpp"
+#include "core/counters.hpp"
 #include "core/request.hpp"
 #include "core/wire.hpp"
 #include "net/backend.hpp"
@@ -50,6 +52,18 @@ struct rendezvous_put {  // the data of a rendezvous send, when the backend was 
 using backlog_item = std::variant<backlog_work::post, backlog_work::signal, backlog_work::control,
                                   backlog_work::rendezvous_put>;
 
+// The status a post returns at once: its own arguments and `code`.
+inline status_t immediate(const comm_args& a, errorcode_t code) {
+  status_t s;
+  s.error = code;
+  s.rank = a.rank;
+  s.tag = a.tag;
+  s.buf = a.local_buffer;
+  s.size = a.size;
+  s.user_context = a.user_context;
+  return s;
+}
+
 class device_impl final : public net::sink {
  public:
   WEFT_GENERATIONAL_MEMORY  // behind device_t handles, which carry a generation
@@ -84,8 +98,15 @@ class device_impl final : public net::sink {
   // The backlog holds backlog_size items or more: posts that would add to it are refused
   // with retry_backlog (see docs/api.md, "Back-pressure").
   bool backlog_over() const { return backlog.size() >= backlog_limit; }
+  // Counts an item just put in the backlog and raises its high-water mark.
+  void counted_backlog_push() {
+    counters.add(counter_t::backlog_pushes);
+    counters.raise(counter_t::backlog_high_water, backlog.size());
+  }
   bool peer_dead(int rank) const { return dead_[size_t(rank)].load(std::memory_order_relaxed); }
   size_t pending_operations();
+  // This device's counters, one line to `out` (WEFT_STATS=1 at finalize).
+  void print_counters(FILE* out) const;
 
   runtime_impl& rt;
   const int index;
@@ -96,7 +117,9 @@ class device_impl final : public net::sink {
   const size_t backlog_limit;
   backlog_queue<backlog_item> backlog;
   size_t eager_limit;
+  size_t inject_limit;
   std::atomic<uint32_t> barrier_epoch{0};
+  device_counters counters;
 
  private:
   // Reports what is wrong with `a` (util::fail); out of line so post's frame stays small.
@@ -139,7 +162,12 @@ class device_impl final : public net::sink {
   [[gnu::noinline, gnu::cold]] bool on_other_message(int rank, const char* p, size_t len);
   [[gnu::noinline, gnu::cold]] void refuse_am(int rank, const wire_header& h, size_t size);
   bool arrive_send(int rank, const wire_header& h, const char* data, size_t size);
+  // The rendezvous protocol (core/rendezvous.cpp).
   bool arrive_rts(int rank, const wire_header& h, const rts_body& b);
+  void arrive_cts(int rank, const cts_body& b);
+  void arrive_nack(int rank, const nack_body& b);
+  void accept_rendezvous(const recv_side& recv, request* u);
+  void rendezvous_arrived(int rank, const rendezvous_note& n);
   void wire_error(int rank, const std::string& what);
   void periodic_check();
   void check_peers();

@@ -14,17 +14,6 @@
 namespace weft::detail {
 namespace {
 
-status_t immediate(const comm_args& a, errorcode_t code) {
-  status_t s;
-  s.error = code;
-  s.rank = a.rank;
-  s.tag = a.tag;
-  s.buf = a.local_buffer;
-  s.size = a.size;
-  s.user_context = a.user_context;
-  return s;
-}
-
 bool policy_has_rank(matching_policy_t p) {
   return p == matching_policy_t::rank_tag || p == matching_policy_t::rank_only;
 }
@@ -105,8 +94,10 @@ status_t device_impl::retry_or_backlog(const comm_args& a, errorcode_t code) {
   // check looks at the peers then too (a dead peer's full queue, or a key its dead owner
   // will never send, would otherwise be retried for ever).
   if (!retried_.load(std::memory_order_relaxed)) retried_.store(true, std::memory_order_relaxed);
-  if (a.allow_retry) return immediate(a, code);
-  if (!a.internal && backlog_over()) return immediate(a, errorcode_t::retry_backlog);
+  if (a.allow_retry || (!a.internal && backlog_over())) {
+    counters.add(counter_t::retries);
+    return immediate(a, a.allow_retry ? code : errorcode_t::retry_backlog);
+  }
   backlog_work::post p{a, nullptr};
   p.args.allow_retry = true;
   p.args.allow_done = true;
@@ -125,8 +116,10 @@ status_t device_impl::retry_or_backlog(const comm_args& a, errorcode_t code) {
   if (!backlog.push(p)) {
     if (c) c->pending.fetch_sub(1, std::memory_order_relaxed);
     std::free(p.owned);
+    counters.add(counter_t::retries);
     return immediate(a, errorcode_t::retry_backlog);
   }
+  counted_backlog_push();
   return immediate(a, errorcode_t::posted_backlog);
 }
 
@@ -163,6 +156,8 @@ status_t device_impl::post_out(const comm_args& a) {
     return retry_or_backlog(a, errorcode_t::retry_backlog);
   if (!net->try_send(a.rank, &h, sizeof(h), a.local_buffer, a.size))
     return retry_or_backlog(a, errorcode_t::retry_nomem);
+  counters.add_two(a.size <= inject_limit ? counter_t::sent_inject : counter_t::sent_eager,
+                   counter_t::bytes_sent, a.size);
   if (a.buffer_is_packet) {
     auto* p = a.packet_pool.p ? a.packet_pool.p : rt.pool_owning(a.local_buffer);
     if (p) p->put(a.local_buffer);
@@ -185,23 +180,6 @@ request* device_impl::alloc_outgoing(const comm_args& a, bool is_am) {
   r->is_am = is_am;
   r->counted = r->comp != nullptr;
   return r;
-}
-
-status_t device_impl::post_rendezvous(const comm_args& a, const wire_header& h) {
-  if (!a.internal && backlog_over()) return retry_or_backlog(a, errorcode_t::retry_backlog);
-  request* r = alloc_outgoing(a, h.type == uint8_t(msg_type::rts_am));
-  if (!r) return retry_or_backlog(a, errorcode_t::retry_nomem);
-  comp_impl* c = r->comp;
-  rts_body b{a.size, slab.handle(r)};
-  if (c) c->pending.fetch_add(1, std::memory_order_relaxed);
-  // Published last: once the ready-to-send is out, another thread may finish and reuse r.
-  r->publish(req_kind::rdv_send);
-  if (!net->try_send(a.rank, &h, sizeof(h), &b, sizeof(b))) {
-    if (c) c->pending.fetch_sub(1, std::memory_order_relaxed);
-    slab.free(r);
-    return retry_or_backlog(a, errorcode_t::retry_nomem);
-  }
-  return immediate(a, errorcode_t::posted);
 }
 
 // An access of `size` bytes at offset `disp` of the peer's region `m`: a handle from
@@ -274,6 +252,7 @@ status_t device_impl::post_rma(const comm_args& a) {
     slab.free(r);
     return retry_or_backlog(a, errorcode_t::retry_nomem);
   }
+  counters.add_two(put ? counter_t::puts : counter_t::gets, counter_t::bytes_rma, a.size);
   return immediate(a, errorcode_t::posted);
 }
 
@@ -355,23 +334,7 @@ status_t device_impl::match_arrived(const recv_side& recv, request* u, const com
   }
   // Rendezvous: the request that waits for the data must live on the device the sender
   // talks to, so the unexpected entry becomes the receive.
-  u->buf = recv.buf;
-  u->size = std::min(recv.size, u->msg_size);
-  u->comp = comp;
-  u->user_context = recv.user_context;
-  u->counted = comp != nullptr;
-  u->is_am = false;
-  if (u->counted) comp->pending.fetch_add(1, std::memory_order_relaxed);
-  if (counted) comp->pending.fetch_sub(1, std::memory_order_relaxed);
-  wire_header h{};
-  h.version = wire_version;
-  h.type = uint8_t(msg_type::cts);
-  cts_body b{u->peer_req, u->dev->slab.handle(u), reinterpret_cast<uint64_t>(u->buf), u->size};
-  device_impl* via = u->dev;
-  const int peer = u->rank;
-  u->publish(req_kind::rdv_recv);  // last touch: after the clear-to-send, u may complete
-  WEFT_TSAN_RELEASE(reinterpret_cast<void*>(b.raddr));
-  via->send_control(peer, h, &b, sizeof(b));
+  accept_rendezvous(recv, u);
   s.error = errorcode_t::posted;
   return s;
 }

@@ -43,59 +43,13 @@ const char* type_name(uint8_t t) {
 
 }  // namespace
 
-device_impl::device_impl(runtime_impl& r, int idx, packet_pool_impl* p, size_t inbox_depth)
-    : rt(r),
-      index(idx),
-      inbox_depth(inbox_depth),
-      pool(p),
-      slab(uint32_t(r.attr.max_requests)),
-      backlog_limit(r.attr.backlog_size),
-      // Past backlog_limit only operations already in flight add to the backlog (each a
-      // control message or data to send, then its completion signal) and Weft's own posts
-      // of a few list pieces: room for all of them, allocated only as it fills.
-      backlog(r.attr.backlog_size + 2 * r.attr.max_requests + 1024),
-      eager_limit(r.attr.eager_size),
-      dead_(new std::atomic<bool>[size_t(r.size())]) {
-  for (int i = 0; i < r.size(); ++i) dead_[size_t(i)].store(false);
-  net::device_config cfg{r.attr.packet_size, inbox_depth};
-  net = r.net->alloc_device(idx, cfg);
-}
-
-device_impl::~device_impl() {
-  // Unexpected messages nobody received, and active messages whose data never came: release
-  // their buffers.
-  for (uint32_t i = 0; i < slab.capacity() && slab.in_use(); ++i) {
-    request& q = slab.at(i);
-    if (q.kind() == req_kind::unexpected_eager) {
-      if (q.pool)
-        q.pool->put(q.buf);
-      else
-        std::free(q.buf);
-    } else if (q.kind() == req_kind::rdv_recv && q.is_am) {
-      std::free(q.buf);
-    }
-  }
-}
-
-size_t device_impl::pending_operations() {
-  size_t n = backlog.size();
-  if (!slab.in_use()) return n;
-  for (uint32_t i = 0; i < slab.capacity(); ++i) {
-    req_kind k = slab.at(i).kind();
-    if (k == req_kind::posted_recv || k == req_kind::rdv_send || k == req_kind::rdv_recv ||
-        k == req_kind::rma)
-      ++n;
-  }
-  return n;
-}
-
 void device_impl::defer_signal(comp_impl* c, const status_t& s) {
   c->pending.fetch_add(1, std::memory_order_relaxed);
   backlog_push(backlog_work::signal{c, s}, "a completion signal");
 }
 
 void device_impl::backlog_push(const backlog_item& it, const char* what) {
-  if (backlog.push(it)) return;
+  if (backlog.push(it)) return counted_backlog_push();
   util::fail("progress", "backlog", std::to_string(backlog.size()) + " items",
              std::string("no room for ") + what +
                  " (past backlog_size only operations in flight add to the backlog, so this "
@@ -145,13 +99,6 @@ bool device_impl::retry_work(backlog_work::signal& g) {
 bool device_impl::retry_work(backlog_work::control& m) {
   if (peer_dead(m.rank)) return true;
   return net->try_send(m.rank, &m.header, sizeof(m.header), m.body, m.len);
-}
-
-bool device_impl::retry_work(backlog_work::rendezvous_put& r) {
-  request* q = slab.lookup(r.send_handle, req_kind::rdv_send);
-  if (!q) return true;  // failed meanwhile (dead peer)
-  void* ctx = reinterpret_cast<void*>(uintptr_t(r.send_handle));
-  return net->try_send_data(r.rank, q->buf, r.accept, r.raddr, &r.note, sizeof(r.note), ctx);
 }
 
 void device_impl::wire_error(int rank, const std::string& what) {
@@ -249,35 +196,14 @@ bool device_impl::on_other_message(int rank, const char* p, size_t len) {
       if (!need(sizeof(cts_body))) return true;
       cts_body b;
       memcpy(&b, body, sizeof(b));
-      request* s = slab.lookup(b.sreq, req_kind::rdv_send);
-      if (!s || s->rank != rank) {
-        wire_error(rank, "clear-to-send for unknown send request " + std::to_string(b.sreq));
-        return true;
-      }
-      if (b.accept > s->size) {
-        wire_error(rank, "clear-to-send accepts " + std::to_string(b.accept) + " bytes of a " +
-                             std::to_string(s->size) + "-byte message");
-        return true;
-      }
-      uint64_t sh = b.sreq, rreq = b.rreq, raddr = b.raddr;
-      size_t accept = b.accept;
-      void* ctx = reinterpret_cast<void*>(uintptr_t(sh));
-      rendezvous_note note{uint8_t(note_type::rendezvous), {}, rreq};
-      if (!net->try_send_data(rank, s->buf, accept, raddr, &note, sizeof(note), ctx))
-        backlog_push(backlog_work::rendezvous_put{rank, sh, raddr, accept, note},
-                     "rendezvous data");
+      arrive_cts(rank, b);
       return true;
     }
     case msg_type::nack: {
       if (!need(sizeof(nack_body))) return true;
       nack_body b;
       memcpy(&b, body, sizeof(b));
-      request* s = slab.lookup(b.sreq, req_kind::rdv_send);
-      if (!s || s->rank != rank || b.errorcode < uint32_t(errorcode_t::error)) {
-        wire_error(rank, "refusal for unknown send request " + std::to_string(b.sreq));
-        return true;
-      }
-      finish_request(s, errorcode_t(b.errorcode));
+      arrive_nack(rank, b);
       return true;
     }
   }
@@ -309,8 +235,11 @@ bool device_impl::deliver_am(int rank, const wire_header& h, const char* data, s
   s.size = size;
   // A small message for a completion queue waits in its entry.
   comp_impl* c = e->comp;
-  if (size <= cq_inline_max && !e->packet_delivery && c->kind == comp_kind::cq)
-    return static_cast<cq_impl*>(c)->signal_inline(s, data, size);
+  if (size <= cq_inline_max && !e->packet_delivery && c->kind == comp_kind::cq) {
+    if (!static_cast<cq_impl*>(c)->signal_inline(s, data, size)) return false;
+    counters.add_two(counter_t::received_eager, counter_t::bytes_received, size);
+    return true;
+  }
   void* buf = nullptr;
   const bool packet = e->packet_delivery && size <= pool->packet_size();
   if (packet) buf = pool->get();
@@ -318,7 +247,10 @@ bool device_impl::deliver_am(int rank, const wire_header& h, const char* data, s
   if (!buf) return false;
   util::small_copy(buf, data, size);
   s.buf = buf;
-  if (signal_comp(c, s)) return true;
+  if (signal_comp(c, s)) {
+    counters.add_two(counter_t::received_eager, counter_t::bytes_received, size);
+    return true;
+  }
   if (packet && pool->owns(buf))
     pool->put(buf);
   else
@@ -342,6 +274,7 @@ bool device_impl::arrive_send(int rank, const wire_header& h, const char* data, 
   const uint64_t key = e->make_key(rank, h.tag, policy);
   const uint8_t pol = e->stored_policy(policy);
   if (auto* r = static_cast<request*>(e->take(key, pol, entry_type::recv))) {
+    counters.add_two(counter_t::received_eager, counter_t::bytes_received, size);
     size_t n = std::min(r->size, size);
     if (n) memcpy(r->buf, data, n);
     status_t s;
@@ -381,6 +314,8 @@ bool device_impl::arrive_send(int rank, const wire_header& h, const char* data, 
   }
   if (size) memcpy(u->buf, data, size);
   u->publish(req_kind::unexpected_eager);
+  counters.add_two(counter_t::received_eager, counter_t::bytes_received, size);
+  counters.add(counter_t::unexpected);
   if (auto* r = static_cast<request*>(e->insert(u))) r->dev->match_posted(r, u);
   return true;
 }
@@ -390,81 +325,6 @@ void device_impl::match_posted(request* r, request* u) {
   recv_side recv{r->buf, r->size, r->comp, r->user_context, r->counted};
   r->dev->slab.free(r);
   match_arrived(recv, u, nullptr);
-}
-
-bool device_impl::arrive_rts(int rank, const wire_header& h, const rts_body& b) {
-  auto refuse = [&](errorcode_t code, const std::string& why) {
-    wire_error(rank, why);
-    wire_header n{};
-    n.version = wire_version;
-    n.type = uint8_t(msg_type::nack);
-    nack_body nb{b.sreq, uint32_t(code), 0};
-    send_control(rank, n, &nb, sizeof(nb));
-  };
-  if (b.size > max_msg_size) {
-    refuse(errorcode_t::error,
-           "rendezvous of " + std::to_string(b.size) + " bytes is over the limit");
-    return true;
-  }
-  // No request left: the ready-to-send waits with the backend until one is free.
-  if (msg_type(h.type) == msg_type::rts_am) {
-    rcomp_entry* e = rt.rcomp(h.target);
-    if (!e) {
-      refuse(errorcode_t::error,
-             "active message for unknown remote completion " + std::to_string(h.target));
-      return true;
-    }
-    request* r = slab.alloc_user(this);
-    if (!r) return false;
-    // The buffer can be any size: when it cannot be had, the sender learns at once.
-    void* buf = std::malloc(b.size ? b.size : 1);
-    if (!buf) {
-      slab.free(r);
-      refuse(errorcode_t::error_nomem, "cannot take a rendezvous active message of " +
-                                           std::to_string(b.size) + " bytes (out of memory)");
-      return true;
-    }
-    r->is_am = true;
-    r->rank = rank;
-    r->tag = h.tag;
-    r->buf = buf;
-    r->size = b.size;
-    r->msg_size = b.size;
-    r->comp = e->comp;
-    r->user_context = nullptr;
-    // Counted on the completion object, as a local operation is: free_comp refuses to free
-    // it while the message is on its way.
-    r->counted = r->comp != nullptr;
-    if (r->counted) r->comp->pending.fetch_add(1, std::memory_order_relaxed);
-    r->peer_req = b.sreq;
-    wire_header c{};
-    c.version = wire_version;
-    c.type = uint8_t(msg_type::cts);
-    cts_body cb{b.sreq, slab.handle(r), reinterpret_cast<uint64_t>(buf), b.size};
-    r->publish(req_kind::rdv_recv);  // last touch before the clear-to-send goes out
-    WEFT_TSAN_RELEASE(buf);
-    send_control(rank, c, &cb, sizeof(cb));
-    return true;
-  }
-  matching_engine_impl* e = rt.engine(h.target);
-  if (!e || h.policy > uint8_t(matching_policy_t::rank_tag)) {
-    refuse(errorcode_t::error, "send for unknown matching engine " + std::to_string(h.target));
-    return true;
-  }
-  const auto policy = matching_policy_t(h.policy);
-  request* u = slab.alloc_user(this);
-  if (!u) return false;
-  u->key = e->make_key(rank, h.tag, policy);
-  u->policy = e->stored_policy(policy);
-  u->type = entry_type::send;
-  u->rank = rank;
-  u->tag = h.tag;
-  u->msg_size = b.size;
-  u->peer_req = b.sreq;
-  u->counted = false;
-  u->publish(req_kind::unexpected_rts);
-  if (auto* r = static_cast<request*>(e->insert(u))) r->dev->match_posted(r, u);
-  return true;
 }
 
 // Why an access that the backend reports failed, failed: the peer is gone, or (alive) the
@@ -500,12 +360,7 @@ bool device_impl::on_remote_notify(int rank, const void* data, size_t len) {
   if (type == uint8_t(note_type::rendezvous) && len == sizeof(rendezvous_note)) {
     rendezvous_note n;
     memcpy(&n, data, sizeof(n));
-    request* r = slab.lookup(n.rreq, req_kind::rdv_recv);
-    if (!r || r->rank != rank) {
-      wire_error(rank, "data for unknown receive request " + std::to_string(n.rreq));
-      return true;
-    }
-    finish_request(r, r->msg_size > r->size ? errorcode_t::error_truncated : errorcode_t::done);
+    rendezvous_arrived(rank, n);
     return true;
   }
   if ((type == uint8_t(note_type::put) || type == uint8_t(note_type::get)) &&
@@ -530,16 +385,6 @@ bool device_impl::on_remote_notify(int rank, const void* data, size_t len) {
   wire_error(rank, "malformed notification of type " + std::to_string(type) + " and length " +
                        std::to_string(len));
   return true;
-}
-
-bool device_impl::expects_data(int rank, uint64_t addr, size_t size, const void* note, size_t len) {
-  if (len != sizeof(rendezvous_note) ||
-      *static_cast<const uint8_t*>(note) != uint8_t(note_type::rendezvous))
-    return false;
-  rendezvous_note n;
-  memcpy(&n, note, sizeof(n));
-  const request* r = slab.lookup(n.rreq, req_kind::rdv_recv);
-  return r && r->rank == rank && reinterpret_cast<uint64_t>(r->buf) == addr && size <= r->size;
 }
 
 void device_impl::finish_request(request* q, errorcode_t code) {
@@ -596,6 +441,7 @@ void device_impl::check_peers() {
 // Every operation waiting on `rank` ends with error_peer_dead.
 void device_impl::fail_peer(int rank) {
   dead_[size_t(rank)].store(true, std::memory_order_relaxed);
+  counters.add(counter_t::peers_dead);
   WEFT_LOG(warn, "rank %d is gone (%s); failing the operations that wait on it", rank,
            net->why_gone(rank).c_str());
   net->forget_peer(rank);

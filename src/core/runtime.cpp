@@ -67,6 +67,7 @@ runtime_impl::runtime_impl(const runtime_args& a, bool global)
   boot = bootstrap::acquire();
   util::set_log_rank(boot->rank());
   util::warn_unknown_settings();
+  print_stats_ = util::get_flag(util::setting::stats);  // read now: a bad value fails here
   resolve_attributes(a, global ? "g_runtime_init" : "alloc_runtime");
 
   check_agreement();
@@ -157,6 +158,8 @@ runtime_impl::~runtime_impl() {
     runtime_impl* self = this;
     g_runtime.compare_exchange_strong(self, nullptr);
   }
+  if (print_stats_)
+    for (const device_impl* d : devices_) d->print_counters(stderr);
   for (auto* d : devices_) delete d;
   for (auto* p : pools_) delete p;
   // Registrations left behind stay allocated (a few bytes each), marked dead, so that a

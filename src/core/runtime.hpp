@@ -48,6 +48,7 @@ class runtime_impl {
   WEFT_GENERATIONAL_MEMORY  // behind runtime_t handles, which carry a generation
   runtime_impl(const runtime_args& a, bool global);
   void resolve_attributes(const runtime_args& a, const char* call);
+  bool print_stats_ = false;  // WEFT_STATS: devices' counters to stderr when freed
   ~runtime_impl();
 
   int rank() const { return boot->rank(); }

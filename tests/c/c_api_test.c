@@ -125,6 +125,16 @@ int main(void) {
   CHECK(weft_device_get_attr_inbox_depth(dev) > 0);
   CHECK(weft_get_default_device(NULL) != NULL &&
         weft_device_get_attr_index(weft_get_default_device(NULL)) == 0);
+  /* Counters: a fresh device has counted nothing; the names are the table's. */
+  uint64_t counted = 1;
+  OK(weft_device_get_counter(dev, WEFT_COUNTER_SENT_EAGER, &counted));
+  CHECK(counted == 0);
+  OK(weft_device_get_counter(NULL, WEFT_COUNTER_PEERS_DEAD, &counted));
+  CHECK(counted == 0);
+  CHECK(strcmp(weft_counter_name(WEFT_COUNTER_BACKLOG_HIGH_WATER), "backlog_high_water") == 0);
+  CHECK(strcmp(weft_counter_name(WEFT_COUNTER_COUNT), "") == 0);
+  REFUSED(weft_device_get_counter(dev, WEFT_COUNTER_COUNT, &counted), "counter");
+  REFUSED(weft_device_get_counter(dev, WEFT_COUNTER_RETRIES, NULL), "value");
   weft_packet_pool_t pool = NULL;
   OK(weft_alloc_packet_pool(NULL, 4096, 64, &pool));
   CHECK(weft_packet_pool_get_attr_packet_size(pool) == 4096 &&
