@@ -31,7 +31,7 @@ struct runtime_attr {
 struct mr_impl {
   WEFT_GENERATIONAL_MEMORY  // behind mr_t handles, which carry a generation
       runtime_impl* rt;
-  net::mr_t net;
+  net::local_region net;
   rmr_t rmr;
 };
 

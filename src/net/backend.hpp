@@ -46,7 +46,7 @@ class sink {
 };
 
 // A local registration. Backends that need none (shm) fill base and size only.
-struct mr_t {
+struct local_region {
   void* base = nullptr;
   size_t size = 0;
   uint64_t key = 0;
@@ -66,7 +66,7 @@ struct rkey_t {
 // A number no other device of this process had or will have: a peer that remembers a
 // device by (rank, index) adds it, so that a device freed and allocated again at the same
 // index is not taken for its predecessor.
-inline uint64_t next_device_incarnation() {
+inline uint64_t next_device_generation() {
   static std::atomic<uint64_t> n{1};
   return n.fetch_add(1, std::memory_order_relaxed);
 }
@@ -149,13 +149,13 @@ class context {
   virtual const char* name() const = 0;
   // Collective over all ranks, in the same order everywhere: device i talks to device i.
   virtual std::unique_ptr<device> alloc_device(int index, const device_config& cfg) = 0;
-  virtual mr_t register_memory(void* base, size_t size) = 0;
+  virtual local_region register_memory(void* base, size_t size) = 0;
   // Stops new remote accesses to the region. Those already running finish first:
   // deregistration is complete when region_idle says so (the caller progresses meanwhile).
-  virtual void deregister_memory(mr_t& mr) = 0;
-  virtual bool region_idle(const mr_t& mr) = 0;
-  virtual void release_region(mr_t& mr) = 0;
-  virtual rkey_t get_rkey(const mr_t& mr) = 0;
+  virtual void deregister_memory(local_region& mr) = 0;
+  virtual bool region_idle(const local_region& mr) = 0;
+  virtual void release_region(local_region& mr) = 0;
+  virtual rkey_t get_rkey(const local_region& mr) = 0;
   // A one-line description of the mechanisms chosen (for logs and benchmarks).
   virtual std::string describe() const = 0;
 };

@@ -14,11 +14,11 @@
 
 namespace weft::net {
 
-// A device that asked, named by its rank, its index and its incarnation (a device freed and
+// A device that asked, named by its rank, its index and its device_generation (a device freed and
 // allocated again at the same index is another asker).
 struct key_asker {
   int rank, dev;
-  uint64_t incarnation;
+  uint64_t device_generation;
   bool operator==(const key_asker&) const = default;
 };
 

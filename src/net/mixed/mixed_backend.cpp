@@ -182,7 +182,7 @@ class mixed_context final : public context {
     return std::make_unique<mixed_device>(std::move(shm), std::move(net), local_, global_);
   }
   // The returned record is the network's, with the shared-memory one hung on it.
-  mr_t register_memory(void* base, size_t size) override {
+  local_region register_memory(void* base, size_t size) override {
     auto pair = std::make_unique<registration>();
     pair->net = net_->register_memory(base, size);
     try {
@@ -192,26 +192,26 @@ class mixed_context final : public context {
       net_->release_region(pair->net);
       throw;
     }
-    mr_t m = pair->net;
+    local_region m = pair->net;
     m.backend = pair.release();
     return m;
   }
-  void deregister_memory(mr_t& mr) override {
+  void deregister_memory(local_region& mr) override {
     auto* pair = static_cast<registration*>(mr.backend);
     shm_->deregister_memory(pair->shm);
     net_->deregister_memory(pair->net);
   }
-  bool region_idle(const mr_t& mr) override {
+  bool region_idle(const local_region& mr) override {
     auto* pair = static_cast<registration*>(mr.backend);
     return shm_->region_idle(pair->shm) && net_->region_idle(pair->net);
   }
-  void release_region(mr_t& mr) override {
+  void release_region(local_region& mr) override {
     std::unique_ptr<registration> pair(static_cast<registration*>(mr.backend));
     shm_->release_region(pair->shm);
     net_->release_region(pair->net);
-    mr = mr_t{};
+    mr = local_region{};
   }
-  rkey_t get_rkey(const mr_t& mr) override {
+  rkey_t get_rkey(const local_region& mr) override {
     return net_->get_rkey(static_cast<registration*>(mr.backend)->net);
   }
   std::string describe() const override {
@@ -221,7 +221,7 @@ class mixed_context final : public context {
 
  private:
   struct registration {
-    mr_t shm, net;
+    local_region shm, net;
   };
   std::vector<int> local_, global_;
   std::unique_ptr<shm::shm_context> shm_;

@@ -1,5 +1,6 @@
-// How an ofi device leaves: it releases the peers' registrations it holds (farewell), then
-// makes sure that what it sent has arrived before its connections close (goodbye).
+// How an ofi device leaves: it gives back the peers' registrations it holds
+// (release_remote_keys), then makes sure that what it sent has arrived before its connections
+// close (flush_to_peers: a goodbye to each peer, answered).
 #include <chrono>
 
 #include "net/ofi/ofi_backend.hpp"
@@ -17,12 +18,12 @@ struct discarding_sink final : sink {
 };
 }  // namespace
 
-void ofi_device::farewell() {
+void ofi_device::release_remote_keys() {
   {
     util::lock_guard<util::spinlock> g(keys_lock_);
     for (auto& [who, rk] : keys_) {
       if (rk.state == remote_key::refused) continue;  // acknowledged already, or never held
-      revoke_ack a{who.second, incarnation_};
+      revoke_ack a{who.second, device_generation_};
       send_control(who.first, kind_revoke_ack, &a, sizeof(a));
     }
   }
@@ -47,7 +48,7 @@ void ofi_device::farewell() {
 // last message of a barrier waits forever. So each peer this device exchanged messages with
 // is told goodbye, and the endpoint closes once each has answered, has said goodbye itself
 // (it is closing too, and wants nothing more), or has died, or after 2 s.
-void ofi_device::goodbye() {
+void ofi_device::flush_to_peers() {
   discarding_sink s;
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
   for (;;) {

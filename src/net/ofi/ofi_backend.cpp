@@ -135,7 +135,7 @@ ofi_device::ofi_device(ofi_context& ctx, int index, const device_config& cfg)
       index_(index),
       me_(ctx.boot().rank()),
       cell_size_(cfg.cell_size),
-      incarnation_(next_device_incarnation()),
+      device_generation_(next_device_generation()),
       cookie_(ctx.boot().cookie()),
       note_in_(ctx.boot().size()) {
   if (ctx.cq_data()) note_out_ = std::make_unique<note_sender>(ctx.boot().size());
@@ -219,8 +219,8 @@ ofi_device::~ofi_device() {
            static_cast<unsigned long long>(notify_counts_.parked),
            static_cast<unsigned long long>(notify_counts_.by_message));
   ctx_.detach(index_);
-  farewell();
-  goodbye();
+  release_remote_keys();
+  flush_to_peers();
   if (ep_) fi_close(&ep_->fid);
   if (av_) fi_close(&av_->fid);
   if (cq_) fi_close(&cq_->fid);
@@ -531,7 +531,7 @@ bool ofi_device::received(sink& s, op* o, size_t len) {
   const int src = int(p.src);
   heard_from(src);
   if (p.kind == kind_expelled) {
-    if (take_for_dead(src, gone_expelled))
+    if (declare_dead(src, gone_expelled))
       WEFT_LOG(warn, "ofi: rank %d has taken this rank for dead and expelled it", src);
     return true;
   }
@@ -633,7 +633,7 @@ void ofi_device::refused(ssize_t rc, int rank, const char* what) {
     case -FI_EHOSTUNREACH:
     case -FI_ENETUNREACH:
     case -FI_ETIMEDOUT:
-      if (take_for_dead(rank, int(-rc)))
+      if (declare_dead(rank, int(-rc)))
         WEFT_LOG(warn, "ofi: %s to rank %d: %s; taking it for dead", what, rank,
                  fi_strerror(int(-rc)));
       return;
@@ -643,7 +643,7 @@ void ofi_device::refused(ssize_t rc, int rank, const char* what) {
   }
 }
 
-bool ofi_device::take_for_dead(int rank, int why) {
+bool ofi_device::declare_dead(int rank, int why) {
   int none = 0;
   gone_why_[size_t(rank)].compare_exchange_strong(none, why);
   if (dead_[size_t(rank)].exchange(true)) return false;
@@ -702,7 +702,7 @@ void ofi_device::complete(sink& s, op* o, bool ok) {
   switch (o->kind) {
     case op::recv: post_recv(o->buffer); return;
     case op::send: {
-      if (!ok && take_for_dead(o->rank, gone_send_failed))
+      if (!ok && declare_dead(o->rank, gone_send_failed))
         WEFT_LOG(warn, "ofi: a send to rank %d failed; taking it for dead", o->rank);
       stream* owner = o->owner;
       {
@@ -795,7 +795,7 @@ size_t ofi_device::poll(sink& s, size_t max) {
       // (remote_keys.cpp), so one that fails lost its connection: the peer is gone, and the
       // core reports the operation as such rather than as a refused region.
       if ((o->kind == op::write || o->kind == op::read) && o->rank >= 0 &&
-          take_for_dead(o->rank, err.err > 0 ? err.err : FI_EIO))
+          declare_dead(o->rank, err.err > 0 ? err.err : FI_EIO))
         WEFT_LOG(warn, "ofi: rank %d taken for dead: a put or get with it failed", o->rank);
       complete(s, o, false);
       ++n;
@@ -851,7 +851,7 @@ bool ofi_device::peer_alive(int rank) {
   // Asked at least once since it fell silent (a ping that found no free send buffer counts:
   // buffers held by sends to a dead peer never come back).
   if (now - l.heard_at_ns > timeout && l.asked_at_ns > l.heard_at_ns) {
-    if (take_for_dead(rank, gone_silent)) {
+    if (declare_dead(rank, gone_silent)) {
       WEFT_LOG(warn,
                "ofi: rank %d silent for %.1f s though pinged (WEFT_PEER_TIMEOUT); taking it for "
                "dead and telling it so",

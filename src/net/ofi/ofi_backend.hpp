@@ -102,10 +102,10 @@ class ofi_device final : public device {
     kind_expelled      // the sender has taken this rank for dead: nothing it sends arrives
   };
   struct key_request {
-    uint64_t id, key, incarnation;
+    uint64_t id, key, device_generation;
   };
   struct revoke_ack {
-    uint64_t id, incarnation;
+    uint64_t id, device_generation;
   };
   struct key_reply {
     uint64_t id, base, size;
@@ -173,7 +173,7 @@ class ofi_device final : public device {
   // a refusal for want of a connection (the peer's endpoint is gone) takes the peer for
   // dead, and any other error throws.
   void refused(ssize_t rc, int rank, const char* what);
-  // Messages received are counted in live_; what this device sent, here, for goodbye().
+  // Messages received are counted in live_; what this device sent, here, for flush_to_peers().
   void mark_sent_to(int rank) {
     if (!(talk_[size_t(rank)].load(std::memory_order_relaxed) & sent_to))
       talk_[size_t(rank)].fetch_or(sent_to, std::memory_order_relaxed);
@@ -182,7 +182,7 @@ class ofi_device final : public device {
   // waits (2 s at most) until each has answered or said goodbye itself, so that nothing
   // this device sent is lost when its connections close (the sockets provider drops what
   // a closed socket had not yet delivered).
-  void goodbye();
+  void flush_to_peers();
   void post_recv(uint32_t i);
   bool send_note(int rank, const void* note, size_t len);
   bool rma(bool write, int rank, void* local, size_t size, uint64_t remote_addr, rkey_t k,
@@ -195,7 +195,7 @@ class ofi_device final : public device {
   void access_finished(int rank, remote_key* rk);
   // Before the endpoint closes: tells each owner that this device is done with its
   // registrations, so that deregistration there does not wait for it.
-  void farewell();
+  void release_remote_keys();
   // Under keys_lock_: an access that ended without the provider (refused, or a copy within
   // this process), reported by the next poll with the target's notification.
   void settle(bool write, bool ok, void* ctx, const void* note, size_t note_len);
@@ -212,7 +212,7 @@ class ofi_device final : public device {
   const int index_;
   const int me_;
   const size_t cell_size_;
-  const uint64_t incarnation_;
+  const uint64_t device_generation_;
   const uint64_t cookie_;  // the job's
   std::atomic<uint64_t> foreign_{
       0};  // messages of other jobs dropped  // unique among this process's devices, ever
@@ -282,10 +282,10 @@ class ofi_device final : public device {
   // error number, or one of the gone_* codes.
   std::unique_ptr<std::atomic<int>[]> gone_why_;
   static constexpr int gone_silent = -1, gone_send_failed = -2, gone_expelled = -3;
-  std::atomic<bool> news_{false};  // take_for_dead took a peer since peers_changed()
+  std::atomic<bool> news_{false};  // declare_dead took a peer since peers_changed()
   // Takes `rank` for dead for `why`; true for the caller that did (and should say so).
-  bool take_for_dead(int rank, int why);
-  // Per peer, for goodbye(): whether this device sent to it, and how far the closing
+  bool declare_dead(int rank, int why);
+  // Per peer, for flush_to_peers(): whether this device sent to it, and how far the closing
   // handshake has come.
   enum talk_bits : uint8_t { sent_to = 1, bye_heard = 2, bye_answered = 4, bye_sent = 8 };
   std::unique_ptr<std::atomic<uint8_t>[]> talk_;
@@ -338,11 +338,11 @@ class ofi_context final : public context {
   ~ofi_context() override;
   const char* name() const override { return "ofi"; }
   std::unique_ptr<device> alloc_device(int index, const device_config& cfg) override;
-  mr_t register_memory(void* base, size_t size) override;
-  void deregister_memory(mr_t& mr) override;
-  bool region_idle(const mr_t& mr) override;
-  void release_region(mr_t& mr) override;
-  rkey_t get_rkey(const mr_t& mr) override { return rkey_t{mr.key, mr.generation}; }
+  local_region register_memory(void* base, size_t size) override;
+  void deregister_memory(local_region& mr) override;
+  bool region_idle(const local_region& mr) override;
+  void release_region(local_region& mr) override;
+  rkey_t get_rkey(const local_region& mr) override { return rkey_t{mr.key, mr.generation}; }
   std::string describe() const override;
 
   bootstrap::bootstrap& boot() { return *boot_; }

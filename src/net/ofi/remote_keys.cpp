@@ -19,7 +19,7 @@ namespace weft::net::ofi {
 
 // ---- the owner's side (context) -------------------------------------------------------------
 
-mr_t ofi_context::register_memory(void* base, size_t size) {
+local_region ofi_context::register_memory(void* base, size_t size) {
   fid_mr* mr = nullptr;
   // The id names the registration for the owner's checks: never reused, so a stale handle
   // names nothing, and not guessable, so a handle made by hand names nothing either. The
@@ -33,7 +33,7 @@ mr_t ofi_context::register_memory(void* base, size_t size) {
   r->key = fi_mr_key(mr);  // the provider's own with FI_MR_PROV_KEY
   r->base = reinterpret_cast<uint64_t>(base);
   r->size = size;
-  mr_t m;
+  local_region m;
   m.base = base;
   m.size = size;
   m.key = r->key;
@@ -54,17 +54,17 @@ bool ofi_context::lookup_for_peer(uint64_t id, uint64_t key, const key_asker& wh
   });
 }
 
-void ofi_context::deregister_memory(mr_t& mr) {
+void ofi_context::deregister_memory(local_region& mr) {
   regs_.revoke(mr.generation);
 }
 
-bool ofi_context::region_idle(const mr_t& mr) {
+bool ofi_context::region_idle(const local_region& mr) {
   return regs_.idle(mr.generation);
 }
 
-void ofi_context::release_region(mr_t& mr) {
+void ofi_context::release_region(local_region& mr) {
   if (std::unique_ptr<registration> r = regs_.release(mr.generation)) fi_close(&r->mr->fid);
-  mr = mr_t{};
+  mr = local_region{};
 }
 
 // ---- the accessing side (device) ------------------------------------------------------------
@@ -75,7 +75,7 @@ const char* ofi_device::resolve(int rank, rkey_t k, uint64_t addr, size_t size, 
   if (fresh) {
     rk.id = k.generation;
     rk.key = k.key;
-    key_request q{k.generation, k.key, incarnation_};
+    key_request q{k.generation, k.key, device_generation_};
     send_control(rank, kind_key_request, &q, sizeof(q));
     return nullptr;
   }
@@ -106,7 +106,7 @@ void ofi_device::access_finished(int rank, remote_key* rk) {
   util::lock_guard<util::spinlock> g(keys_lock_);
   if (--rk->in_flight == 0 && rk->ack_owed) {
     rk->ack_owed = false;
-    revoke_ack a{rk->id, incarnation_};
+    revoke_ack a{rk->id, device_generation_};
     send_control(rank, kind_revoke_ack, &a, sizeof(a));
   }
 }
@@ -197,8 +197,8 @@ void ofi_device::key_message(int src, uint8_t kind, const char* body, size_t len
       key_request q;
       if (!read_body(body, len, q)) break;
       key_reply r{q.id, 0, 0, 0, {}};
-      r.found =
-          ctx_.lookup_for_peer(q.id, q.key, key_asker{src, index_, q.incarnation}, r.base, r.size);
+      r.found = ctx_.lookup_for_peer(q.id, q.key, key_asker{src, index_, q.device_generation},
+                                     r.base, r.size);
       util::lock_guard<util::spinlock> g(keys_lock_);
       send_control(src, kind_key_reply, &r, sizeof(r));
       return;
@@ -225,7 +225,7 @@ void ofi_device::key_message(int src, uint8_t kind, const char* body, size_t len
       if (rk.in_flight) {
         rk.ack_owed = true;
       } else {
-        revoke_ack a{id, incarnation_};
+        revoke_ack a{id, device_generation_};
         send_control(src, kind_revoke_ack, &a, sizeof(a));
       }
       return;
@@ -233,7 +233,7 @@ void ofi_device::key_message(int src, uint8_t kind, const char* body, size_t len
     case kind_revoke_ack: {
       revoke_ack a;
       if (!read_body(body, len, a)) break;
-      ctx_.revoke_acknowledged(a.id, key_asker{src, index_, a.incarnation});
+      ctx_.revoke_acknowledged(a.id, key_asker{src, index_, a.device_generation});
       return;
     }
   }

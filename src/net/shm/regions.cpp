@@ -106,8 +106,8 @@ uint32_t region_table::add(void* base, size_t size, rkey_t name) {
   uint32_t seen = reach.load(std::memory_order_relaxed);
   while (seen < distance && !reach.compare_exchange_weak(seen, distance, std::memory_order_release))
     ;
-  const uint64_t incarnation = (e.state.load(std::memory_order_relaxed) >> 1) + 1;
-  e.state.store(incarnation << 1 | 1, std::memory_order_seq_cst);
+  const uint64_t generation = (e.state.load(std::memory_order_relaxed) >> 1) + 1;
+  e.state.store(generation << 1 | 1, std::memory_order_seq_cst);
   return slot;
 }
 

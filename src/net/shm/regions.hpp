@@ -30,7 +30,7 @@ class bootstrap;
 namespace weft::net::shm {
 
 struct alignas(util::cache_line) region_entry {
-  std::atomic<uint64_t> state;  // incarnation << 1 | live; the incarnation grows per use
+  std::atomic<uint64_t> state;  // generation << 1 | live; the generation grows per use
   std::atomic<uint64_t> name_key, name_generation;
   uint64_t base;
   uint64_t size;

@@ -110,24 +110,24 @@ std::unique_ptr<device> shm_context::alloc_device(int index, const device_config
 
 // Shared memory pins nothing: registration records the region in this rank's table, which
 // every access checks and holds (see regions.hpp).
-mr_t shm_context::register_memory(void* base, size_t size) {
+local_region shm_context::register_memory(void* base, size_t size) {
   return register_named(base, size, regions_->next_name());
 }
-mr_t shm_context::register_named(void* base, size_t size, rkey_t name) {
+local_region shm_context::register_named(void* base, size_t size, rkey_t name) {
   const uint32_t slot = regions_->add(base, size, name);
-  return mr_t{base, size, name.key, name.generation, nullptr, slot};
+  return local_region{base, size, name.key, name.generation, nullptr, slot};
 }
-void shm_context::deregister_memory(mr_t& mr) {
+void shm_context::deregister_memory(local_region& mr) {
   regions_->retire(uint32_t(mr.local));
 }
-bool shm_context::region_idle(const mr_t& mr) {
+bool shm_context::region_idle(const local_region& mr) {
   return regions_->idle(uint32_t(mr.local));
 }
-void shm_context::release_region(mr_t& mr) {
+void shm_context::release_region(local_region& mr) {
   regions_->recycle(uint32_t(mr.local));
-  mr = mr_t{};
+  mr = local_region{};
 }
-rkey_t shm_context::get_rkey(const mr_t& mr) {
+rkey_t shm_context::get_rkey(const local_region& mr) {
   return rkey_t{mr.key, mr.generation};
 }
 

@@ -203,13 +203,13 @@ class shm_context final : public context {
   shm_context(std::shared_ptr<bootstrap::bootstrap> boot, int context_id);
   const char* name() const override { return "shm"; }
   std::unique_ptr<device> alloc_device(int index, const device_config& cfg) override;
-  mr_t register_memory(void* base, size_t size) override;
+  local_region register_memory(void* base, size_t size) override;
   // Registers under a name given by the caller (a mixed job: the network backend's key).
-  mr_t register_named(void* base, size_t size, rkey_t name);
-  void deregister_memory(mr_t& mr) override;
-  bool region_idle(const mr_t& mr) override;
-  void release_region(mr_t& mr) override;
-  rkey_t get_rkey(const mr_t& mr) override;
+  local_region register_named(void* base, size_t size, rkey_t name);
+  void deregister_memory(local_region& mr) override;
+  bool region_idle(const local_region& mr) override;
+  void release_region(local_region& mr) override;
+  rkey_t get_rkey(const local_region& mr) override;
   std::string describe() const override;
 
   bootstrap::bootstrap& boot() { return *boot_; }

@@ -166,13 +166,13 @@ class ucx_device final : public device {
   void push_done(bool write, void* ctx, bool ok, int rank, const void* note, size_t note_len);
   void push_notify(int rank, const void* note, size_t len, bool credited);
   void send_notes();
-  void mark_dead(int rank, ucs_status_t why);
+  void declare_dead(int rank, ucs_status_t why);
   void greet_everyone();
   // Before the endpoints close: tells each owner this device is done with its keys, so
   // that deregistration there does not wait for it.
-  void farewell();
+  void release_remote_keys();
   // The body of a key request or a revocation's acknowledgment: the key and who asks.
-  std::string key_and_incarnation(uint64_t key) const;
+  std::string key_and_device_generation(uint64_t key) const;
   // The device that sent such a body.
   key_asker asker(const control& c) const;
 
@@ -182,7 +182,7 @@ class ucx_device final : public device {
   const uint64_t cookie_;             // the job's
   std::atomic<uint64_t> foreign_{0};  // messages of other jobs dropped
   const size_t cell_size_;
-  const uint64_t incarnation_;  // unique among this process's devices, ever
+  const uint64_t device_generation_;  // unique among this process's devices, ever
   ucp_worker_h worker_ = nullptr;
   std::unique_ptr<peer[]> peers_;
   util::object_pool<op> ops_;  // operations in flight, reused
@@ -232,11 +232,11 @@ class ucx_context final : public context {
   ~ucx_context() override;
   const char* name() const override { return "ucx"; }
   std::unique_ptr<device> alloc_device(int index, const device_config& cfg) override;
-  mr_t register_memory(void* base, size_t size) override;
-  void deregister_memory(mr_t& mr) override;
-  bool region_idle(const mr_t& mr) override;
-  void release_region(mr_t& mr) override;
-  rkey_t get_rkey(const mr_t& mr) override { return rkey_t{mr.key, 0}; }
+  local_region register_memory(void* base, size_t size) override;
+  void deregister_memory(local_region& mr) override;
+  bool region_idle(const local_region& mr) override;
+  void release_region(local_region& mr) override;
+  rkey_t get_rkey(const local_region& mr) override { return rkey_t{mr.key, 0}; }
   std::string describe() const override;
 
   bootstrap::bootstrap& boot() { return *boot_; }

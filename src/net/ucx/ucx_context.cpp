@@ -56,7 +56,7 @@ std::unique_ptr<device> ucx_context::alloc_device(int index, const device_config
   return std::make_unique<ucx_device>(*this, index, cfg);
 }
 
-mr_t ucx_context::register_memory(void* base, size_t size) {
+local_region ucx_context::register_memory(void* base, size_t size) {
   auto r = std::make_unique<registration>();
   ucp_mem_map_params_t mp{};
   mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
@@ -70,7 +70,7 @@ mr_t ucx_context::register_memory(void* base, size_t size) {
   ucp_rkey_buffer_release(packed);
   r->base = base;
   r->size = size;
-  mr_t m{base, size, 0, 0, r.get()};
+  local_region m{base, size, 0, 0, r.get()};
   m.key = keys_.next();  // never reused (a stale handle finds nothing), never guessed
   regs_.add(m.key, std::move(r));
   return m;
@@ -86,17 +86,17 @@ bool ucx_context::lookup_for_peer(uint64_t key, const key_asker& who, std::strin
   });
 }
 
-void ucx_context::deregister_memory(mr_t& mr) {
+void ucx_context::deregister_memory(local_region& mr) {
   regs_.revoke(mr.key);
 }
 
-bool ucx_context::region_idle(const mr_t& mr) {
+bool ucx_context::region_idle(const local_region& mr) {
   return regs_.idle(mr.key);
 }
 
-void ucx_context::release_region(mr_t& mr) {
+void ucx_context::release_region(local_region& mr) {
   if (std::unique_ptr<registration> r = regs_.release(mr.key)) ucp_mem_unmap(ucp_, r->memh);
-  mr = mr_t{};
+  mr = local_region{};
 }
 
 }  // namespace weft::net::ucx

@@ -46,7 +46,7 @@ ucx_device::ucx_device(ucx_context& ctx, int index, const device_config& cfg)
       me_(ctx.boot().rank()),
       cookie_(ctx.boot().cookie()),
       cell_size_(cfg.cell_size),
-      incarnation_(next_device_incarnation()) {
+      device_generation_(next_device_generation()) {
   ucp_worker_params_t wp{};
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
   wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;  // worker_lock_ serialises
@@ -167,7 +167,7 @@ void ucx_device::greet_everyone() {
 
 ucx_device::~ucx_device() {
   ctx_.detach(index_);
-  farewell();
+  release_remote_keys();
   util::lock_guard<util::spinlock> g(worker_lock_);
   for (auto& [who, k] : keys_)
     if (k.rkey) ucp_rkey_destroy(k.rkey);
@@ -233,7 +233,7 @@ bool ucx_device::send_locked(int rank, uint8_t kind, const void* a, size_t alen,
       ucp_am_send_nbx(p.ep, 0, buf, short_header, buf + short_header, alen + blen, &rp);
   if (UCS_PTR_IS_PTR(req)) return true;  // the buffer returns in on_send_done
   free_sends_.push_back(i);
-  if (UCS_PTR_IS_ERR(req)) mark_dead(rank, UCS_PTR_STATUS(req));
+  if (UCS_PTR_IS_ERR(req)) declare_dead(rank, UCS_PTR_STATUS(req));
   return true;
 }
 
@@ -243,25 +243,26 @@ bool ucx_device::try_send(int rank, const void* hdr, size_t hdr_len, const void*
   return send_locked(rank, kind_message, hdr, hdr_len, payload, len);
 }
 
-std::string ucx_device::key_and_incarnation(uint64_t key) const {
+std::string ucx_device::key_and_device_generation(uint64_t key) const {
   std::string body(16, '\0');
   memcpy(body.data(), &key, 8);
-  memcpy(body.data() + 8, &incarnation_, 8);
+  memcpy(body.data() + 8, &device_generation_, 8);
   return body;
 }
 
-// The device that sent `c` (a request or an acknowledgment: key, then incarnation).
+// The device that sent `c` (a request or an acknowledgment: key, then device_generation).
 key_asker ucx_device::asker(const control& c) const {
-  uint64_t incarnation = 0;
-  memcpy(&incarnation, c.body.data() + 8, 8);
-  return key_asker{c.rank, index_, incarnation};
+  uint64_t device_generation = 0;
+  memcpy(&device_generation, c.body.data() + 8, 8);
+  return key_asker{c.rank, index_, device_generation};
 }
 
-void ucx_device::farewell() {
+void ucx_device::release_remote_keys() {
   util::lock_guard<util::spinlock> g(worker_lock_);
   for (auto& [who, k] : keys_)
     if (k.state != remote_key::refused)  // refused: acknowledged already, or never held
-      control_out_.push_back(control{who.first, kind_revoke_ack, key_and_incarnation(who.second)});
+      control_out_.push_back(
+          control{who.first, kind_revoke_ack, key_and_device_generation(who.second)});
   // Sent before the endpoints close (which flushes them); a second at most, since a peer
   // may be gone.
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
@@ -285,7 +286,7 @@ const char* ucx_device::resolve(int rank, rkey_t k, uint64_t addr, size_t size, 
   if (k.key == 0) return "key 0 names no registered region";
   auto [it, fresh] = keys_.try_emplace({rank, k.key});
   if (fresh) {
-    control_out_.push_back(control{rank, kind_rkey_request, key_and_incarnation(k.key)});
+    control_out_.push_back(control{rank, kind_rkey_request, key_and_device_generation(k.key)});
     return nullptr;
   }
   remote_key& rk = it->second;
@@ -435,10 +436,10 @@ void ucx_device::on_send_done(void* request, ucs_status_t status, void* user_dat
 
 void ucx_device::on_ep_error(void* arg, ucp_ep_h, ucs_status_t status) {
   auto* p = static_cast<peer*>(arg);
-  p->dev->mark_dead(p->rank, status);
+  p->dev->declare_dead(p->rank, status);
 }
 
-void ucx_device::mark_dead(int rank, ucs_status_t why) {
+void ucx_device::declare_dead(int rank, ucs_status_t why) {
   if (!peers_[size_t(rank)].dead.exchange(true))
     WEFT_LOG(info, "ucx: the endpoint to rank %d failed: %s", rank, ucs_status_string(why));
 }
@@ -466,7 +467,7 @@ void ucx_device::finished(op* o, ucs_status_t status) {
         ucp_rkey_destroy(it->second.rkey);
         it->second.rkey = nullptr;
       }
-      control_out_.push_back(control{o->rank, kind_revoke_ack, key_and_incarnation(o->key)});
+      control_out_.push_back(control{o->rank, kind_revoke_ack, key_and_device_generation(o->key)});
       break;
     }
   }
@@ -535,7 +536,7 @@ ucs_status_t ucx_device::received(const am_header& h, size_t header_len, void* d
       return UCS_OK;
     }
     case kind_hello: ++hellos_; return UCS_OK;
-    case kind_rkey_request:  // key and the asker's incarnation
+    case kind_rkey_request:  // key and the asker's device_generation
     case kind_revoke_ack:
       if (len != 16) break;
       control_in_.push_back(control{src, h.kind, std::string(static_cast<char*>(data), len)});
@@ -711,14 +712,14 @@ bool ucx_device::peer_alive(int rank) {
   peer& p = peers_[size_t(rank)];
   if (p.dead.load(std::memory_order_relaxed)) return false;
   if (p.watch_pid && !util::process_exists(p.pid)) {
-    mark_dead(rank, UCS_ERR_ENDPOINT_TIMEOUT);
+    declare_dead(rank, UCS_ERR_ENDPOINT_TIMEOUT);
     return false;
   }
   return true;
 }
 
 void ucx_device::forget_peer(int rank) {
-  mark_dead(rank, UCS_ERR_ENDPOINT_TIMEOUT);
+  declare_dead(rank, UCS_ERR_ENDPOINT_TIMEOUT);
   util::lock_guard<util::spinlock> g(worker_lock_);
   std::erase_if(control_out_, [rank](const control& c) { return c.rank == rank; });
   std::erase_if(notes_out_, [rank](const outgoing_note& n) { return n.rank == rank; });
