@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Weft on each backend beside the transport's own benchmark on the same transport:
 libfabric's fi_pingpong for ofi, UCX's ucx_perftest for ucx. Rounds are interleaved (every
 configuration once per round) and medians compared, since this machine's speed drifts.

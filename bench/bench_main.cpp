@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // One benchmark program, built once per library (Weft, MPICH, Open MPI) from the same
 // workload code. Rank 0 prints one RESULT line per figure.
 //   bench <lat|rate|bw> [--mode am|sr] [--threads T] [--resources dedicated|shared|shared_cq]

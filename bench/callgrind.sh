@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Instructions per 8-byte active message in steady state: one process sending to itself
 # (loopback), counted by callgrind for two run lengths; the difference divided by the extra
 # messages removes start-up and shutdown. Prints RESULT lines.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Lanes over MPI (MPICH or Open MPI, whichever mpicxx built this): MPI_Isend / MPI_Irecv,
 // and for the active-message variant a ring of pre-posted receives. Dedicated resources
 // give each lane its own communicator (MPI_Comm_dup); shared ones use MPI_COMM_WORLD with

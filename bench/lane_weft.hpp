@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Lanes over Weft: active messages into a completion queue, and send/receive. Dedicated
 // resources give each lane its own device and completion queue; shared ones put every lane
 // on the default device (each lane keeping its own queue), and shared_cq shares the queue

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // A lane is one thread's endpoint towards the same-numbered thread of the peer process.
 // The workloads (workloads.hpp) are written once against this interface; lane_weft.hpp and
 // lane_mpi.hpp implement it, so a difference in the figures can only come from the library.

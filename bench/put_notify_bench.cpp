@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Puts with a remote notification, two ranks: ping-pong latency (each side waits for the
 // other's notification, then puts back) and rate (windows of 64 notified puts, each window
 // acknowledged by one notified put back). Rank 0 prints one RESULT line per figure; run it

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Resource microbenchmarks (the LCI paper's Figure 5): completion-queue push/pop pairs,
 // matching-engine insert pairs and packet-pool get/put pairs, each thread on one shared
 // resource, over 1..N threads. Prints RESULT lines in operations per second.
@@ -17,7 +18,7 @@
 #include "pool/packet_pool.hpp"
 
 using namespace weft;
-using namespace weft::detail;
+using namespace weft::impl;
 
 namespace {
 

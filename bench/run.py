@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Weft against MPI, side by side, on one host.
 
 Runs every configuration once per round, round after round (the machine's speed drifts, so

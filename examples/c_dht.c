@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* A small distributed hash table in C99 over Weft's C API. Every rank owns the keys that
  * hash to it: an index (key -> slot) and a registered value area that peers read with get.
  *   insert: an active message to the owner, which stores the value and acknowledges;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // A distributed array over one-sided put and get: each rank owns a block, registers it, and
 // hands the block's remote handle to every peer. Writers put with notification, so an owner
 // learns which of its elements changed without any message of its own; readers get.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // A non-blocking broadcast built from a completion graph: a binomial tree in which each rank
 // receives from its parent, then forwards to its children and checks the data; the graph
 // runs while the rank does other work, and one graph per root is built once and restarted

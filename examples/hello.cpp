@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Every rank sends a greeting to every rank (itself included) as an active message.
 #include <cstdio>
 #include <cstdlib>

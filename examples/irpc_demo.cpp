@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The iRPCLib backend of the LCI paper's Listing 2, with namespace weft and its typos
 // fixed, driving a small multithreaded RPC demo: every thread calls a remote "sum" on the
 // next rank and checks the replies.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Active-message ping-pong between ranks 0 and 1: prints one-way latency and message rate
 // for 8-byte messages, and send/receive bandwidth for larger ones. Every message carries
 // its sequence number and every byte received is checked; each rank ends with a line

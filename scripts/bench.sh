@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The benchmark comparison against MPICH and Open MPI, with plots:
 #   scripts/bench.sh            full run (5 interleaved rounds; about 10 minutes here)
 #   scripts/bench.sh --quick    one short round (about a minute)

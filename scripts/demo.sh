@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Builds Weft and runs the active-message ping-pong under weftrun on shared memory.
 set -euo pipefail
 cd "$(dirname "$0")/.."

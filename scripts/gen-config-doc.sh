@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Regenerates the settings tables of docs/configuration.md from include/weft/settings.def
 # (through weft-info --markdown). Usage: scripts/gen-config-doc.sh [build-dir]
 set -e

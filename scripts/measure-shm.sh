@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Interleaved measurement of Weft on shared memory beside the machine's limits
 # (../shared/tools/shmlimit.c): R rounds, each running every configuration once; medians.
 #   scripts/measure-shm.sh [rounds]      (after scripts/demo.sh or a build in ./build)

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Installs what Weft needs to build and test on Debian 12 (run as root or with sudo).
 set -euo pipefail
 SUDO=""

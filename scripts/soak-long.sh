@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The long soak: weft-soak jobs back to back for MINUTES (default 30), each job
 # JOB_SECONDS of traffic (default 300), cycling through shared memory with a rank killed,
 # the mixed backend (two pretend hosts of two ranks) with shared devices, shared memory

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Builds Weft with warnings as errors (and the fault-injection hooks of test builds) and
 # runs every test; then the resource and threading tests and the network backends' threaded
 # scenarios again under ThreadSanitizer and AddressSanitizer; then the benchmark suite once

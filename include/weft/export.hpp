@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Symbol visibility: the shared library exports only what is marked WEFT_API.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Completion graphs (LCI paper 3.2.5): a completion object whose nodes are communication
 // operations or user functions and whose edges give a partial order. A node starts once
 // every node before it finished; a finished node signals the nodes after it. The graph
@@ -24,12 +25,9 @@
 
 namespace weft {
 
-namespace detail {
-struct graph_node;
-}  // namespace detail
 
 struct graph_node_t {
-  detail::graph_node* p = nullptr;
+  impl::graph_node* p = nullptr;
   bool is_empty() const { return p == nullptr; }
   // The name given with graph_add_node_x(...).name() (or "node <i>"), and the value.
   WEFT_API const char* get_attr_name() const;

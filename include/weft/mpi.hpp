@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Weft bootstrapped from MPI: include in a program that uses MPI and call after MPI_Init
 // (any MPI library: this header is compiled with the program's own mpicxx, and Weft itself
 // does not link MPI). Weft and MPI traffic then coexist in the program.

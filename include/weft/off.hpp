@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Objectified flexible functions: each `name_x(positional...)` is a functor whose setters
 // name the optional arguments, in any order, and whose call operator runs the operation.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Weft public value types: status, error codes, handles, limits, the exception type.
 #pragma once
 
@@ -15,14 +16,21 @@
 
 namespace weft {
 
-namespace detail {
+// Two namespaces for what users need not touch: detail holds the headers' own plumbing
+// (argument structs, the *_impl entry points the functors call); impl holds the private
+// classes behind the handles, declared here only so that a handle can point to one. The
+// private side sees detail whole.
+namespace detail {}
+namespace impl {
+using namespace detail;
 class runtime_impl;
 class device_impl;
 class comp_impl;
 class matching_engine_impl;
 class packet_pool_impl;
 struct mr_impl;
-}  // namespace detail
+struct graph_node;
+}  // namespace impl
 
 using tag_t = uint32_t;
 // Tags use the full 32 bits: every value 0..max_tag is a user tag.
@@ -109,7 +117,7 @@ using make_key_fn_t = uint64_t (*)(int rank, tag_t tag, matching_policy_t policy
 
 // Handles are small trivially copyable values: `thread_local device_t d;` works.
 struct runtime_t {
-  detail::runtime_impl* p = nullptr;
+  impl::runtime_impl* p = nullptr;
   bool is_empty() const { return p == nullptr; }
   // Attributes, fixed when the runtime is allocated: get_attr_<name>() for each WEFT_ATTR
   // row of weft/settings.def (packet_size, npackets, ...), the value in force after the
@@ -119,7 +127,7 @@ struct runtime_t {
 #include "weft/settings.def"
 };
 struct device_t {
-  detail::device_impl* p = nullptr;
+  impl::device_impl* p = nullptr;
   bool is_empty() const { return p == nullptr; }
   WEFT_API int get_attr_index() const;
   WEFT_API size_t get_attr_inbox_depth() const;
@@ -129,16 +137,16 @@ struct device_t {
   WEFT_API uint64_t get_counter(counter_t c) const;
 };
 struct comp_t {
-  detail::comp_impl* p = nullptr;
+  impl::comp_impl* p = nullptr;
   bool is_empty() const { return p == nullptr; }
 };
 struct matching_engine_t {
-  detail::matching_engine_impl* p = nullptr;
+  impl::matching_engine_impl* p = nullptr;
   bool is_empty() const { return p == nullptr; }
   WEFT_API size_t get_attr_nbuckets() const;
 };
 struct packet_pool_t {
-  detail::packet_pool_impl* p = nullptr;
+  impl::packet_pool_impl* p = nullptr;
   bool is_empty() const { return p == nullptr; }
   WEFT_API size_t get_attr_packet_size() const;
   WEFT_API size_t get_attr_npackets() const;
@@ -151,7 +159,7 @@ inline constexpr rcomp_t rcomp_null = UINT32_MAX;
 // A local memory registration (register_memory). Registering a local buffer is optional;
 // a buffer a peer puts into or gets from must be registered.
 struct mr_t {
-  detail::mr_impl* p = nullptr;
+  impl::mr_impl* p = nullptr;
   bool is_empty() const { return p == nullptr; }
   WEFT_API void* get_attr_base() const;
   WEFT_API size_t get_attr_size() const;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Weft C API: the whole of the C++ interface (weft/weft.hpp) for C99 programs.
  *
  * Conventions

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Weft: a lightweight communication library for asynchronous many-task runtimes.
 //
 // The interface follows the LCI paper (SC'25): runtime objects, devices, post_comm and the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Backlog queue (LCI paper 4.1.5): work that could not be submitted and cannot be handed
 // back to the user (a control message to a full peer queue, a post whose caller refused
 // retry, a signal to a full completion queue). Items are plain values of one type, kept in
@@ -14,7 +15,7 @@
 
 #include "util/spinlock.hpp"
 
-namespace weft::detail {
+namespace weft::impl {
 
 template <typename Item>
 class backlog_queue {
@@ -100,4 +101,4 @@ class backlog_queue {
   std::atomic<size_t> size_{0};
 };
 
-}  // namespace weft::detail
+}  // namespace weft::impl

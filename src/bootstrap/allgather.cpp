@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The bootstrap over a program's own allgather (set_bootstrap, <weft/mpi.hpp>): puts wait
 // in this rank's list until the next fence, which gathers every rank's list at once (their
 // lengths first, then the lists padded to the longest).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The bootstrap over a program's own allgather (weft::set_bootstrap).
 #pragma once
 

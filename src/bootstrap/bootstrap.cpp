@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Launcher detection and the two embedded bootstraps.
 #include "bootstrap/bootstrap.hpp"
 
@@ -115,6 +116,29 @@ void bootstrap::agree_job_id() {
   const std::string c = get(0, "weft-cookie");
   if (!parse_cookie(c, cookie_))
     util::fail("bootstrap", "weft-cookie", c, "rank 0's job cookie is not 16 hex digits");
+}
+
+void bootstrap::check_agreement(const std::string& key, const std::string& mine,
+                                const char* call, const char* argument,
+                                const std::string& hint) {
+  // Always the put and the fence, even alone: a mixed job's host with one rank still takes
+  // part in the job's fences.
+  put(key, mine);
+  fence();
+  const std::string first = get(0, key);
+  for (int r = 1; r < size_; ++r) {
+    const std::string theirs = get(r, key);
+    if (theirs == first) continue;
+    size_t i = 0;  // the first differing setting: the word around the first difference
+    while (i < theirs.size() && i < first.size() && theirs[i] == first[i]) ++i;
+    size_t start = first.rfind(' ', i);
+    start = start == std::string::npos ? 0 : start + 1;
+    auto field = [&](const std::string& s) { return s.substr(start, s.find(' ', start) - start); };
+    util::fail(call, argument, mine,
+               "settings differ between ranks: rank 0 has " + field(first) + ", rank " +
+                   std::to_string(r) + " has " + field(theirs) + (hint.empty() ? "" : "; ") +
+                   hint);
+  }
 }
 
 void bootstrap::test_hook_foreign_cookie() {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Bootstrap: who am I, how many are we, and a key-value exchange with a fence. Detected
 // from the environment (WEFT_BOOTSTRAP overrides): weftrun, PMI-1/PMI-2 (MPICH's hydra,
 // Slurm's pmi2), or a singleton (rank 0 of 1).
@@ -47,6 +48,14 @@ class bootstrap {
   // rank R another cookie once its bootstrap is up, so that its segments and messages are
   // another job's to the others.
   void test_hook_foreign_cookie();
+
+  // Settings that must agree on every rank: each rank publishes `mine` ("name=value ..." in
+  // a fixed order) under `key`, one fence, then every rank compares every rank's with rank
+  // 0's and finds the same first difference, so all fail with one message naming the
+  // setting, both values and both ranks (`call`, `argument`; `hint` says what to change).
+  // Collective.
+  void check_agreement(const std::string& key, const std::string& mine, const char* call,
+                       const char* argument, const std::string& hint);
 
  protected:
   // Rank and size from the launcher's variables `rank_var` and `size_var` (their texts),

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "bootstrap/kvs_wire.hpp"
 
 #include <unistd.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Line protocol between a rank and weftrun's key-value server (a Unix socket):
 //   HELLO <rank> <cookie> | PUT <key> <hex> | GET <key> | FENCE | BYE   (rank -> weftrun)
 //   OK | VAL <hex> | ERR <text>                                          (weftrun -> rank)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // PMI-1 and PMI-2 spoken by Weft itself over the socket the launcher passes in PMI_FD
 // (MPICH's hydra speaks both; Slurm's srun --mpi=pmi2 speaks PMI-2), so no libpmi is needed.
 //   PMI-1: newline-terminated lines of blank-separated key=value words, e.g.

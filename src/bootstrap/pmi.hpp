@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The PMI bootstrap: the PMI-1 or PMI-2 wire protocol over the launcher's PMI_FD socket.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The PMI replies Weft decodes, apart from the socket so that they can be tested and fuzzed:
 // bytes that come from the launcher (or whatever holds PMI_FD).
 #pragma once

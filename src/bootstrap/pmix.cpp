@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The PMIx bootstrap through libpmix (Open MPI's mpirun, Slurm's srun --mpi=pmix): rank,
 // size and host sharing from the job's attributes, put/commit, fence collecting the data,
 // and gets addressed to the rank that put the key, as PMIx itself works.

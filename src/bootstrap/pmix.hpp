@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The PMIx bootstrap (libpmix): Open MPI's mpirun, Slurm's srun --mpi=pmix.
 #pragma once
 

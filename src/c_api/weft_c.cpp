@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The C API (include/weft/weft.h): each call converts its handles, runs the C++ call and
 // turns an exception into a return code, keeping the message for weft_last_error().
 #include <atomic>
@@ -41,25 +42,25 @@ T* need(T* out, const char* call, const char* argument) {
 
 // Handles: the C pointer is the C++ handle's implementation pointer.
 runtime_t rt(weft_runtime_t r) {
-  return runtime_t{reinterpret_cast<detail::runtime_impl*>(r)};
+  return runtime_t{reinterpret_cast<impl::runtime_impl*>(r)};
 }
 device_t dev(weft_device_t d) {
-  return device_t{reinterpret_cast<detail::device_impl*>(d)};
+  return device_t{reinterpret_cast<impl::device_impl*>(d)};
 }
 comp_t cmp(weft_comp_t c) {
-  return comp_t{reinterpret_cast<detail::comp_impl*>(c)};
+  return comp_t{reinterpret_cast<impl::comp_impl*>(c)};
 }
 matching_engine_t eng(weft_matching_engine_t e) {
-  return matching_engine_t{reinterpret_cast<detail::matching_engine_impl*>(e)};
+  return matching_engine_t{reinterpret_cast<impl::matching_engine_impl*>(e)};
 }
 packet_pool_t pool(weft_packet_pool_t p) {
-  return packet_pool_t{reinterpret_cast<detail::packet_pool_impl*>(p)};
+  return packet_pool_t{reinterpret_cast<impl::packet_pool_impl*>(p)};
 }
 mr_t mreg(weft_mr_t m) {
-  return mr_t{reinterpret_cast<detail::mr_impl*>(m)};
+  return mr_t{reinterpret_cast<impl::mr_impl*>(m)};
 }
 graph_node_t node(weft_graph_node_t n) {
-  return graph_node_t{reinterpret_cast<detail::graph_node*>(n)};
+  return graph_node_t{reinterpret_cast<impl::graph_node*>(n)};
 }
 weft_comp_t c_comp(comp_t c) {
   return reinterpret_cast<weft_comp_t>(c.p);
@@ -426,12 +427,12 @@ static int sync_collect(const char* call, weft_comp_t sync, weft_status_t* statu
                         const detail::progress_args* wait) {
   return guard([&] {
     comp_t s = cmp(sync);
-    detail::comp_impl* c = util::live(s.p, call, "sync");
-    if (!c || c->kind != detail::comp_kind::sync)
+    impl::comp_impl* c = util::live(s.p, call, "sync");
+    if (!c || c->kind != impl::comp_kind::sync)
       throw fatal_error(call, "sync", c ? "not a synchronizer" : "NULL",
                         "pass a comp from alloc_sync");
     if (!wait) need(ready, call, "ready");
-    const size_t n = statuses ? static_cast<detail::sync_impl*>(c)->threshold() : 0;
+    const size_t n = statuses ? static_cast<impl::sync_impl*>(c)->threshold() : 0;
     status_t small[8];
     std::vector<status_t> large(n > 8 ? n : 0);
     status_t* out = !statuses ? nullptr : n > 8 ? large.data() : small;

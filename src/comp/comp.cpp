@@ -1,6 +1,7 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "comp/comp.hpp"
 
-namespace weft::detail {
+namespace weft::impl {
 
 sync_impl::sync_impl(size_t threshold)
     : comp_impl(comp_kind::sync),
@@ -36,4 +37,4 @@ bool sync_impl::test(status_t* out) {
   return true;
 }
 
-}  // namespace weft::detail
+}  // namespace weft::impl

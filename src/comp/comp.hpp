@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Completion objects (LCI paper 4.1.4): a functor with a virtual signal(). Built-in kinds
 // are atomic-based: synchronizer, completion queue, handler.
 #pragma once
@@ -13,7 +14,7 @@
 #include "util/spinlock.hpp"
 #include "weft/types.hpp"
 
-namespace weft::detail {
+namespace weft::impl {
 
 enum class comp_kind : uint8_t { sync, cq, handler, graph, internal };
 
@@ -124,4 +125,4 @@ class handler_impl final : public comp_impl {
   handler_fn_t fn_;
 };
 
-}  // namespace weft::detail
+}  // namespace weft::impl

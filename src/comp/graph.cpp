@@ -1,9 +1,10 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "comp/graph.hpp"
 
 #include "util/fail.hpp"
 #include "util/log.hpp"
 
-namespace weft::detail {
+namespace weft::impl {
 
 bool graph_node::signal(const status_t& s) {
   if (!graph.finish_node(this, s))
@@ -231,4 +232,4 @@ bool graph_impl::test(status_t* out) {
   return false;
 }
 
-}  // namespace weft::detail
+}  // namespace weft::impl

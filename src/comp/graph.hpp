@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The completion graph (LCI paper 3.2.5 and 4.1.4): every node counts the signals it still
 // waits for in an atomic; a node whose count reaches zero is fired at once by the thread
 // that finished its last predecessor, and a finished node signals its successors.
@@ -11,7 +12,7 @@
 #include "util/spinlock.hpp"
 #include "weft/graph.hpp"
 
-namespace weft::detail {
+namespace weft::impl {
 
 class graph_impl;
 
@@ -83,4 +84,4 @@ class graph_impl final : public comp_impl {
   std::vector<graph_node*> retry_;
 };
 
-}  // namespace weft::detail
+}  // namespace weft::impl

@@ -1,10 +1,11 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The public completion-graph calls: handle checks, then the graph.
 #include "comp/graph.hpp"
 #include "util/fail.hpp"
 
 namespace weft {
 
-using namespace detail;
+using namespace impl;  // and through it detail, the headers' plumbing defined here
 
 namespace {
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The public functions: argument resolution and checks, then the resource or device call.
 #include <sys/mman.h>
 #include <unistd.h>
@@ -17,11 +18,11 @@
 
 namespace weft {
 
-namespace detail {
+namespace impl {
 void start_barrier(device_impl& d, comp_impl* done);
-}  // namespace detail
+}  // namespace impl
 
-using namespace detail;
+using namespace impl;  // and through it detail, the headers' plumbing defined here
 
 const char* get_version() {
   return WEFT_VERSION_STRING;
@@ -67,7 +68,7 @@ uint64_t device_t::get_counter(counter_t c) const {
   return d->counters.read(c);
 }
 const char* get_counter_name(counter_t c) {
-  return detail::counter_name(c);
+  return impl::counter_name(c);
 }
 size_t device_t::get_attr_inbox_depth() const {
   return p ? util::live(p, "get_attr_inbox_depth", "device")->inbox_depth : 0;

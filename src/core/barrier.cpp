@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Barrier over all ranks of a device: a dissemination barrier (ceil(log2 n) rounds; in
 // round k each rank sends to rank+2^k and receives from rank-2^k) built as a one-shot
 // completion graph on Weft's own matching engine: every receive is posted at once, and
@@ -7,7 +8,7 @@
 #include "core/device.hpp"
 #include "core/runtime.hpp"
 
-namespace weft::detail {
+namespace weft::impl {
 
 void start_barrier(device_impl& d, comp_impl* done) {
   const int n = d.rt.size(), me = d.rt.rank();
@@ -34,4 +35,4 @@ void start_barrier(device_impl& d, comp_impl* done) {
   g->start();
 }
 
-}  // namespace weft::detail
+}  // namespace weft::impl

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Buffer lists (LCI paper 3.3.1): one posting that sends, receives, puts or gets a list of
 // buffers, with one completion signal.
 // - Send and active message: the list is gathered into one message (into a packet when it
@@ -20,7 +21,7 @@
 #include "pool/packet_pool.hpp"
 #include "util/fail.hpp"
 
-namespace weft::detail {
+namespace weft::impl {
 namespace {
 
 // The record of one list operation: the completion object of its inner operations.
@@ -325,4 +326,4 @@ status_t device_impl::post_list_rma(const comm_args& a, size_t total) {
   return r;
 }
 
-}  // namespace weft::detail
+}  // namespace weft::impl

@@ -13,7 +13,7 @@
 #include "util/thread_index.hpp"
 #include "weft/types.hpp"
 
-namespace weft::detail {
+namespace weft::impl {
 
 class device_counters {
  public:
@@ -70,4 +70,4 @@ class device_counters {
 // The name of a counter, as in counters.def.
 const char* counter_name(counter_t c);
 
-}  // namespace weft::detail
+}  // namespace weft::impl

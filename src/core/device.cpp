@@ -11,7 +11,7 @@
 #include "core/runtime.hpp"
 #include "pool/packet_pool.hpp"
 
-namespace weft::detail {
+namespace weft::impl {
 
 device_impl::device_impl(runtime_impl& r, int idx, packet_pool_impl* p, size_t inbox_depth)
     : rt(r),
@@ -83,4 +83,4 @@ void device_impl::print_counters(FILE* out) const {
           line.empty() ? " nothing counted" : line.c_str());
 }
 
-}  // namespace weft::detail
+}  // namespace weft::impl

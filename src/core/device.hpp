@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // A device: one network device of the backend plus the request slab and backlog queue of
 // the operations posted on it. Threads on different devices share no lock in here or in the
 // backend (a matching engine and a packet pool are shared unless each device has its own;
@@ -22,7 +23,7 @@
 #include "util/spinlock.hpp"
 #include "weft/weft.hpp"
 
-namespace weft::detail {
+namespace weft::impl {
 
 class runtime_impl;
 class packet_pool_impl;
@@ -182,4 +183,4 @@ class device_impl final : public net::sink {
   std::string fatal_wire_error_;
 };
 
-}  // namespace weft::detail
+}  // namespace weft::impl

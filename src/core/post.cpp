@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Posting: argument checks, then protocol choice by size (inject / eager in one message,
 // rendezvous above the eager limit) and the hand-off to the backend.
 #include <cstdlib>
@@ -11,7 +12,7 @@
 #include "util/fail.hpp"
 #include "util/tsan.hpp"
 
-namespace weft::detail {
+namespace weft::impl {
 namespace {
 
 bool policy_has_rank(matching_policy_t p) {
@@ -361,4 +362,4 @@ bool device_impl::cancel(const comm_args& a) {
   return true;
 }
 
-}  // namespace weft::detail
+}  // namespace weft::impl

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The progress engine (LCI paper Figure 1): retry the backlog, poll the backend, match
 // arrivals, signal completion objects, continue rendezvous transfers, and turn the
 // operations waiting on a dead peer into errors.
@@ -17,7 +18,7 @@
 #include "util/thread_index.hpp"
 #include "util/tsan.hpp"
 
-namespace weft::detail {
+namespace weft::impl {
 namespace {
 
 int64_t coarse_now_ns() {
@@ -471,4 +472,4 @@ void device_impl::fail_peer(int rank) {
   }
 }
 
-}  // namespace weft::detail
+}  // namespace weft::impl

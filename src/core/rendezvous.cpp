@@ -14,7 +14,7 @@
 #include "match/matching_engine.hpp"
 #include "util/tsan.hpp"
 
-namespace weft::detail {
+namespace weft::impl {
 
 status_t device_impl::post_rendezvous(const comm_args& a, const wire_header& h) {
   if (!a.internal && backlog_over()) return retry_or_backlog(a, errorcode_t::retry_backlog);
@@ -194,4 +194,4 @@ void device_impl::rendezvous_arrived(int rank, const rendezvous_note& n) {
   finish_request(r, r->msg_size > r->size ? errorcode_t::error_truncated : errorcode_t::done);
 }
 
-}  // namespace weft::detail
+}  // namespace weft::impl

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Requests: the state of an operation that outlives its post call. They live in a
 // fixed-capacity slab per device and travel on the wire as handles (index and generation),
 // so a stale or forged handle from a peer is recognised instead of dereferenced.
@@ -12,7 +13,7 @@
 #include "util/index_stack.hpp"
 #include "weft/types.hpp"
 
-namespace weft::detail {
+namespace weft::impl {
 
 class device_impl;
 class comp_impl;
@@ -106,4 +107,4 @@ class request_slab {
   std::atomic<size_t> in_use_{0};
 };
 
-}  // namespace weft::detail
+}  // namespace weft::impl

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "core/runtime.hpp"
 
 #include <algorithm>
@@ -14,7 +15,7 @@
 #include "util/log.hpp"
 #include "util/settings.hpp"
 
-namespace weft::detail {
+namespace weft::impl {
 namespace {
 
 std::atomic<runtime_impl*> g_runtime{nullptr};
@@ -115,34 +116,15 @@ void runtime_impl::resolve_attributes(const runtime_args& a, const char* call) {
                "exceeds the eager size " + std::to_string(attr.eager_size));
 }
 
-// Settings that change the wire must agree everywhere. Every rank reads every rank's
-// settings after one fence and finds the same first difference, so all of them fail with
-// the same message naming both values and both ranks.
+// Settings that change the wire must agree everywhere (see bootstrap::check_agreement).
 void runtime_impl::check_agreement() {
-  if (boot->size() == 1) return;
   char mine[512];
   snprintf(mine, sizeof(mine),
            "wire_version=%u packet_size=%zu eager_size=%zu inject_size=%zu backend=%s "
            "net_backend=%s",
            unsigned(wire_version), attr.packet_size, attr.eager_size, attr.inject_size,
            util::get_text(util::setting::backend).c_str(), net::network_backend_name().c_str());
-  std::string prefix = "cfg-" + std::to_string(id);
-  boot->put(prefix, mine);
-  boot->fence();
-  const std::string first = boot->get(0, prefix);
-  for (int r = 1; r < boot->size(); ++r) {
-    std::string theirs = boot->get(r, prefix);
-    if (theirs == first) continue;
-    // name the first differing setting
-    size_t i = 0;
-    while (i < theirs.size() && i < first.size() && theirs[i] == first[i]) ++i;
-    size_t start = first.rfind(' ', i);
-    start = start == std::string::npos ? 0 : start + 1;
-    auto field = [&](const std::string& s) { return s.substr(start, s.find(' ', start) - start); };
-    util::fail("g_runtime_init", "settings", mine,
-               "settings differ between ranks: rank 0 has " + field(first) + ", rank " +
-                   std::to_string(r) + " has " + field(theirs));
-  }
+  boot->check_agreement("cfg-" + std::to_string(id), mine, "g_runtime_init", "settings", "");
 }
 
 runtime_impl::~runtime_impl() {
@@ -339,4 +321,4 @@ void runtime_impl::report_wire_error(int peer, const std::string& what) {
                     what.c_str());
 }
 
-}  // namespace weft::detail
+}  // namespace weft::impl

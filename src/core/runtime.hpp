@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The runtime object: configuration, the network context and the registries that must be
 // identical on every rank (remote completions, matching engines, devices by index).
 #pragma once
@@ -15,7 +16,7 @@
 #include "util/mpmc_array.hpp"
 #include "weft/weft.hpp"
 
-namespace weft::detail {
+namespace weft::impl {
 
 class device_impl;
 class comp_impl;
@@ -117,4 +118,4 @@ runtime_impl* global_runtime();
 // The first live runtime for which `pred` holds (under the registry's lock), or nullptr.
 runtime_impl* find_runtime(const std::function<bool(runtime_impl&)>& pred);
 
-}  // namespace weft::detail
+}  // namespace weft::impl

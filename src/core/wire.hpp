@@ -1,10 +1,11 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The one wire header format. Every message starts with it; the receiver checks the
 // version, the type and the length before it reads anything else.
 #pragma once
 
 #include <cstdint>
 
-namespace weft::detail {
+namespace weft::impl {
 
 inline constexpr uint8_t wire_version = 1;
 
@@ -70,4 +71,4 @@ struct nack_body {
   uint32_t reserved;
 };
 
-}  // namespace weft::detail
+}  // namespace weft::impl

@@ -1,8 +1,9 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "match/matching_engine.hpp"
 
 #include "util/mpmc_queue.hpp"
 
-namespace weft::detail {
+namespace weft::impl {
 
 matching_engine_impl::matching_engine_impl(uint32_t id, size_t nbuckets, make_key_fn_t user_fn)
     : id_(id),
@@ -85,4 +86,4 @@ size_t matching_engine_impl::entries() const {
   return n;
 }
 
-}  // namespace weft::detail
+}  // namespace weft::impl

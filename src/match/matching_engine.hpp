@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Matching engine (LCI paper 4.1.3): a hash table of buckets, each a FIFO of entries
 // under its own spinlock. insert() either removes and returns the oldest entry with the
 // same key and the complementary type, or appends the new entry and returns nullptr.
@@ -12,7 +13,7 @@
 #include "util/spinlock.hpp"
 #include "weft/types.hpp"
 
-namespace weft::detail {
+namespace weft::impl {
 
 enum class entry_type : uint8_t { send = 0, recv = 1 };
 
@@ -79,4 +80,4 @@ match_entry* matching_engine_impl::remove_if(uint64_t key, uint8_t policy, Pred&
   return nullptr;
 }
 
-}  // namespace weft::detail
+}  // namespace weft::impl

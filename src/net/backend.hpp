@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The one small interface every backend implements (shm, ofi, ucx, and mixed over them).
 // A context holds a runtime's global network resources; a device holds those a thread
 // touches on the critical path. Nothing above this file knows which backend runs.

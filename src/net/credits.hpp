@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Credit-based flow control for the network backends (ofi, ucx). A provider keeps what
 // arrives for a receive buffer that is not posted (libfabric's rxm grows its own pool, UCX
 // its descriptors), so a receiver that holds messages back cannot stop its senders by

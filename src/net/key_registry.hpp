@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The owner's side of registrations that peers ask about before their first access (the ofi
 // and ucx backends): which devices hold each registration's key, so that deregistration can
 // revoke every copy and wait until each has acknowledged (or is gone). `Entry` is the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Which backend a runtime uses: WEFT_BACKEND, or by default shared memory when every rank
 // is on this host and mixed (shared memory within a host, WEFT_NET_BACKEND across) otherwise.
 #include <dlfcn.h>

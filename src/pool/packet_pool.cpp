@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "pool/packet_pool.hpp"
 
 #include <algorithm>
@@ -9,7 +10,7 @@
 #include "util/mpmc_queue.hpp"
 #include "util/thread_index.hpp"
 
-namespace weft::detail {
+namespace weft::impl {
 
 packet_pool_impl::packet_pool_impl(size_t packet_size, size_t npackets)
     : packet_size_(packet_size),
@@ -139,4 +140,4 @@ size_t packet_pool_impl::available() const {
   return total;
 }
 
-}  // namespace weft::detail
+}  // namespace weft::impl

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Packet pool (LCI paper 4.1.2): fixed-size buffers in per-thread deques. A thread gets
 // and puts at the tail of its own deque; when it runs dry it steals half of a random
 // victim's packets from the head. Each deque has its own spinlock, so threads do not
@@ -24,7 +25,7 @@
 #include "util/spinlock.hpp"
 #include "util/thread_index.hpp"
 
-namespace weft::detail {
+namespace weft::impl {
 
 class packet_pool_impl {
  public:
@@ -94,4 +95,4 @@ class packet_pool_impl {
   util::mpmc_array<deque*> deques_;
 };
 
-}  // namespace weft::detail
+}  // namespace weft::impl

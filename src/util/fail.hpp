@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Throwing weft::fatal_error with the call, the argument and the value named.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Generations for the objects behind public handles (runtimes, devices, pools, engines,
 // completion objects, registrations). Their memory is type-stable: a freed object's memory
 // goes to a free list of its size class, never back to the system, and a header before the

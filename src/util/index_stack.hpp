@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Lock-free LIFO of indices 0..n-1 (a Treiber stack whose head carries a tag against ABA).
 // Used as the free list of fixed-capacity slabs.
 #pragma once

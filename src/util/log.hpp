@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Diagnostics controlled by WEFT_LOG_LEVEL (error, warn, info, debug; default warn).
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Rarely written, often read array (LCI paper 4.1.1): appends and writes take a lock,
 // reads are lock-free. A resize publishes a doubled copy; old copies are kept until the
 // array is destroyed so a concurrent reader never touches freed memory.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Bounded multi-producer multi-consumer queue (sequence-numbered cells, after D. Vyukov's
 // design). No locks, no allocation after construction; push fails when full.
 #pragma once

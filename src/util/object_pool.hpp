@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // A free list of objects of one type that grows in chunks and gives memory back only when
 // destroyed: a backend's operations in flight take one without calling the allocator once
 // the pool has grown to the most ever in flight together.

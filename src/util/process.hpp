@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Whether a process of this host (and PID namespace) still exists.
 #pragma once
 

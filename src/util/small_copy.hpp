@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Copies of a few dozen bytes of run-time length without a call into the C library:
 // message headers and inject payloads are 8 to 48 bytes, and a call to memcpy (through the
 // PLT, then its size dispatch) costs more instructions than the copy itself.

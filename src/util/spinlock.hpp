@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Test-and-test-and-set spinlock with a try_lock for the paper's try-lock wrappers.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // A small dense index per thread, for per-thread slots in resources (packet pool deques,
 // shared-memory inbox lanes), and a per-thread poll counter. An exited thread's index is
 // given to the next new thread. Inline and in the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // A cheap monotonic counter for comparing short durations on one thread (the time stamp
 // counter where there is one, nanoseconds otherwise). Its unit is unspecified: use it only
 // to set one duration against another.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Happens-before that ThreadSanitizer cannot see. A rendezvous buffer goes from the thread
 // that offers it to a peer process (in a clear-to-send) to whichever thread of this process
 // later copies the peer's data into it: the chain runs through the peer and shared memory,

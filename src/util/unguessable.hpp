@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Names that a peer cannot guess: registration keys and ids. A counter, never reused, mixed
 // with a secret this process draws at start-up by a bijection on 64 bits (so two names
 // never collide), and never 0 (key 0 names nothing). Counting 1, 2, 3 in every job let a

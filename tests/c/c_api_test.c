@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The C API from C99: every call, with the data, statuses and return codes checked.
  * Run alone (loopback) or under weftrun with any number of ranks. */
 #include <stdint.h>

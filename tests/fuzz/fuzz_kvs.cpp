@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // weftrun's key-value server (tools/weftrun/kvs_server.cpp) and the client's decoding of its
 // values (src/bootstrap/kvs_wire.cpp): request lines come from any process that reaches the
 // job's socket. Each input is a sequence of lines from up to four connections (a line's

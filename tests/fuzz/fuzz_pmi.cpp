@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // PMI replies (src/bootstrap/pmi_wire.cpp): what a launcher, or whatever holds PMI_FD, sends.
 // The first byte picks the decoder; the rest is its input. Properties beyond "no crash": a
 // frame length is accepted only as 1 to 6 digits padded with blanks, never above the bound,

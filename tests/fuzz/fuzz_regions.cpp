@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The shared-memory region table (src/net/shm/regions.cpp): a peer's put or get names a
 // region by the handle it was sent (key, generation) and an address and size inside it, and
 // the owner's table must refuse every access that is not wholly inside a live region under

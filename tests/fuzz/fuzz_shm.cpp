@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The shared-memory backend's cell decoder (src/net/shm/shm_backend.cpp): a local peer
 // writes cells into this rank's inbox, and every kind but a plain message is decoded here
 // first (a pipelined put starting, a notification, a pipelined get's request or refusal)
@@ -37,7 +38,7 @@ struct fuzz_access {
 
 namespace {
 
-weft::detail::device_impl* dev = nullptr;
+weft::impl::device_impl* dev = nullptr;
 weft::net::shm::shm_device* shm = nullptr;
 weft::comp_t cq;
 std::vector<char> region(1 << 16);

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The core's wire decoder (src/core/progress.cpp): every message a peer's device sends
 // reaches device_impl::on_message (eager sends and active messages, rendezvous requests,
 // clear-to-send, refusals), and every notification that rides with a put or a rendezvous
@@ -20,7 +21,7 @@
 
 namespace {
 
-weft::detail::device_impl* dev = nullptr;
+weft::impl::device_impl* dev = nullptr;
 weft::comp_t cq;
 long inputs = 0;
 
@@ -36,8 +37,8 @@ void start() {
 std::set<void*> awaited() {
   std::set<void*> out;
   for (uint32_t i = 0; i < dev->slab.capacity(); ++i) {
-    weft::detail::request& r = dev->slab.at(i);
-    if (r.kind() == weft::detail::req_kind::rdv_recv && r.is_am) out.insert(r.buf);
+    weft::impl::request& r = dev->slab.at(i);
+    if (r.kind() == weft::impl::req_kind::rdv_recv && r.is_am) out.insert(r.buf);
   }
   return out;
 }
@@ -59,10 +60,10 @@ void drain(bool messages, const std::set<void*>& am = {}) {
 // so that their queue and the runtime can be freed.
 void complete_rendezvous() {
   for (uint32_t i = 0; i < dev->slab.capacity(); ++i) {
-    weft::detail::request& r = dev->slab.at(i);
-    if (r.kind() != weft::detail::req_kind::rdv_recv) continue;
-    weft::detail::rendezvous_note n{
-        uint8_t(weft::detail::note_type::rendezvous), {}, dev->slab.handle(&r)};
+    weft::impl::request& r = dev->slab.at(i);
+    if (r.kind() != weft::impl::req_kind::rdv_recv) continue;
+    weft::impl::rendezvous_note n{
+        uint8_t(weft::impl::note_type::rendezvous), {}, dev->slab.handle(&r)};
     (void)dev->on_remote_notify(r.rank, &n, sizeof(n));
   }
   drain(true);
@@ -85,11 +86,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // A rendezvous request makes the receiver allocate what it announces (up to 128 TiB, by
   // design: the sender learns at once when it cannot be had); kept under 1 MiB here so that
   // a thousand inputs' worth of them fit in the fuzzer's memory limit.
-  weft::detail::wire_header h{};
-  if (in.size() == sizeof(h) + sizeof(weft::detail::rts_body)) {
+  weft::impl::wire_header h{};
+  if (in.size() == sizeof(h) + sizeof(weft::impl::rts_body)) {
     memcpy(&h, in.data(), sizeof(h));
-    if (h.type == uint8_t(weft::detail::msg_type::rts_am) ||
-        h.type == uint8_t(weft::detail::msg_type::rts_send)) {
+    if (h.type == uint8_t(weft::impl::msg_type::rts_am) ||
+        h.type == uint8_t(weft::impl::msg_type::rts_send)) {
       uint64_t announced;
       memcpy(&announced, in.data() + sizeof(h), 8);
       announced %= uint64_t(1) << 20;

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Runs the libFuzzer targets of tests/fuzz (docs/fuzzing.md).
 #   run.sh short BUILD SECONDS [TARGET...]
 #                                  each target (default all) SECONDS on a copy of the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Built against an installed Weft: sends itself a message and checks it.
 #include <cstdio>
 #include <cstdlib>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Helpers for the multi-process tests: checks that report and count, and waiting loops
 // with deadlines so a lost message fails the test instead of hanging it.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Fault scenarios: a sender killed half-way through a message, a quiet peer that is not
 // dead, a stopped peer that is expelled and must learn it, survivors that exit after a
 // death, and ranks left alone when their launcher dies.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Completion graphs: order, edge functions, restart, failure reaching the graph with the
 // failing node named, retry and posted function nodes, communication nodes around a ring,
 // and the errors of misuse.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Isolation between jobs: what carries another job's cookie is refused, and a remote memory
 // handle of one job is refused by another.
 //   foreign      run with WEFT_TEST_FOREIGN_COOKIE=1 (a hook of test builds): rank 1 has

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Lifetimes: resources of a second runtime freed with traffic around them, a queue freed
 // while a large active message is on its way to it, and devices freed while another thread
 // waits in deregister_memory. Run under AddressSanitizer too (label san).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Buffer lists of 1..64 entries with mixed sizes: sends and active messages gathered into
 // one message, receives scattered, puts and gets between a local list and one region or a
 // remote list, with and without notification; truncation; the errors of bad lists.

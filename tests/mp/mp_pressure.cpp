@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Back-pressure scenarios: a receiver that does not keep up must make its senders see retry,
 // and lose nothing. Rank 0 sends a burst to the last rank, which leaves it alone for a
 // while (in a mixed job of two hosts the burst crosses the network); every message carries

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // One-sided scenarios: every put/get row of Table 1 x completion kind x size class with
 // content checks, the errors of bad handles, refusals by the backend itself, and threads
 // putting into shared and private regions.

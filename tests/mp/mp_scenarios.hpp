@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Scenarios defined outside mp_test.cpp, run through its table.
 #pragma once
 

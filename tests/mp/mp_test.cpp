@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Multi-process scenarios, each started by ctest through weftrun (or alone: loopback).
 //   mp_test <scenario>
 #include <signal.h>
@@ -549,7 +550,7 @@ int scenario_errors() {
   weft::barrier();
   auto* dev = weft::get_default_device().p;
   {
-    using namespace weft::detail;
+    using namespace weft::impl;
     wire_header h{};
     h.version = wire_version;
     h.type = uint8_t(msg_type::eager_am);

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Weft bootstrapped from MPI (<weft/mpi.hpp>) in a program that keeps using MPI: ranks and
 // hosts agree, and Weft's and MPI's messages with the same peers and tags never mix.
 // Built with each MPI's own mpicxx by tests/scripts/mpi.sh.

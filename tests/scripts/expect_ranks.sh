@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Runs a multi-process test and passes it only when the job ends with the expected exit
 # status (0 unless --rc) AND every rank that must succeed printed its own success line. A
 # crash, a hang killed by weftrun's --timeout, or a rank that finished without its line

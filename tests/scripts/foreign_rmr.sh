@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Two jobs at once on this host: the "owner" job publishes a registration's handle in a file,
 # the "user" job tries it against its own ranks (mp_test foreign_rmr). Passes only when both
 # jobs pass: every rank's exit status and its own success line (expect_ranks.sh), so the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Weft under MPICH's hydra (mpiexec.hydra) through its own PMI-1 and PMI-2 clients: the
 # multi-process scenarios and the C API test on 3 ranks, detection, and launcher
 # environments that are wrong or half set.

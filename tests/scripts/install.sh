@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # cmake --install, then an outside project builds against the installed tree two ways.
 set -u
 weftrun=$1 mp=$2 src=$3 build=$4

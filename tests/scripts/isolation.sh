@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # What weftrun and Weft create is the job's user's alone: the job's directory (0700), its
 # key-value socket (0600) and its shared-memory segments (0600), checked by mode and by an
 # attempt from another user (created here with useradd) that must fail. And a process of

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Weft bootstrapped from MPI in an MPI program, with MPICH (under hydra) and Open MPI (under
 # mpirun): the program is built with each MPI's own compiler wrapper; Weft links no MPI.
 set -u

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Several hosts on one machine: three network namespaces on a bridge, each with its own
 # address. MPICH's hydra starts jobs across them through a launcher that enters the
 # namespace named by the host address (as ssh would log in to it). The launcher's process

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Three "hosts" on one machine: network namespaces wns<tag>-1..3 with addresses $net.1..3
 # on bridge $br ($net.254 on this side). Sourced after common.sh; netns_make exits 77
 # (skip) where network devices cannot be created, netns_cleanup undoes everything.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Slurm across hosts: three network namespaces (netns_common.sh), a slurmd in each as nodes
 # wn1..wn3, slurmctld on the bridge. srun places ranks on the nodes, and its pmi2 and pmix
 # plugins tell Weft which ranks share a node (the namespaces share the host name and

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Weft under Open MPI's mpirun through PMIx (libpmix): the multi-process scenarios and the
 # C API test on 3 ranks, detection, and PMIx environments that are wrong or half set.
 set -u

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The settings table, the code and the documents agree (issue 19):
 # - docs/configuration.md's tables are what weft-info --markdown prints;
 # - no file but src/util/settings.cpp reads the environment;

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # A /dev/shm too small for the job (Docker's default is 64 MiB): start-up fails with an
 # error that names the size and the settings that lower it, instead of a SIGBUS in the
 # middle of traffic; and those settings make the job fit. Root only (a private mount).

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Weft under Slurm's srun on a private single-host Slurm (munged, slurmctld and slurmd from
 # Debian's packages, started here with their own socket, ports and state directory, stopped
 # on exit): the multi-process scenarios through the pmi2 and the pmix plugins.

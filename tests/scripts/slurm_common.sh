@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # A private Slurm (munged, slurmctld, one slurmd per node, from Debian's packages) with its
 # own socket, ports and state under $slurm_dir; sourced after common.sh.
 #   slurm_start <controller address> <node>=<address>[@<network namespace>] ...

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # weft-soak under weftrun, judged from its output: the job's exit status, every surviving
 # rank's own line, rank 0's verdict line and, as root, that the job left nothing in a
 # /dev/shm of its own (a private tmpfs, so no other test's segments can hide or fake one).

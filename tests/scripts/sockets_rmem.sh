@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Runs a command in a private network namespace (loopback only) whose TCP connections start
 # with a receive buffer of `bytes` (net.ipv4.tcp_rmem's middle value): 1 MiB is what the
 # libfabric sockets provider needs under load (docs/backends.md, "Known gaps"). Exits 77

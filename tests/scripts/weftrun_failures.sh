@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # weftrun under failure: a crashing rank, a timeout, a missing program, Ctrl-C, keep-going.
 set -u
 weftrun=$1 mp=$2

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The API in one process without a launcher: rank 0 of 1, sending to itself.
 #include <gtest/gtest.h>
 #include <sys/mman.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // weftrun's key-value server refuses what is not a rank of its job: a HELLO without the
 // job's cookie, a second HELLO for a rank already connected, and a PUT of another rank's
 // key. Each connection is one end of a socket pair; the test reads the server's replies

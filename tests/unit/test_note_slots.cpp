@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The ofi backend's notification slots (remote CQ data), driven directly: the orders in
 // which a definition and the writes naming it can arrive, reuse, eviction and bad input.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Resources under contention: every item goes through exactly once, nothing is lost.
 #include <gtest/gtest.h>
 
@@ -22,7 +23,7 @@
 #include "util/thread_index.hpp"
 
 using namespace weft;
-using namespace weft::detail;
+using namespace weft::impl;
 
 namespace {
 constexpr int kThreads = 4;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The shared-memory region table, driven directly in one process: records found by the name
 // they were registered under (colliding names included), holes left by recycled records,
 // stale and unknown names, bounds, holding against deregistration, and a full table.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "control.hpp"
 
 #include <sys/mman.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // weft-soak's control traffic on the default device, done by each rank's main thread:
 // the exchange of regions at the start, the counts each rank sent (fin) at the end, and
 // the tallies gathered on rank 0. Every wait ends, with an error for a peer that died.

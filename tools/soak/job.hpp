@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // What weft-soak's threads of one rank share: the options, the resources, the peers'
 // regions, which peers are known dead, the counts the peers say they sent, and the tally.
 #pragma once

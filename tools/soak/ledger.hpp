@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The exactly-once ledger of one channel (one kind of message from one source thread to one
 // receiving thread): which sequence numbers arrived. A second arrival of a number is a
 // duplicate; at the end, the numbers below what the sender says it sent that never arrived

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // What weft-soak sends and how it checks what arrives. Every payload is a function of its
 // identity (kind, source rank, source thread, sequence number): a receiver that knows the
 // identity regenerates the bytes and compares, so a lost byte, a stray write or a message

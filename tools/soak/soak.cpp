@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // weft-soak: a randomized soak and fault test of Weft. N ranks x T threads send each other
 // a random mix of messages, active messages and puts and gets (with and without
 // notification), sizes from 0 bytes to 8 MiB biased small; every payload is checked where

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The posting half of a weft-soak thread: choosing, posting and completing operations.
 #include <cstring>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // One thread of weft-soak: it posts a random mix of operations to random (rank, thread)
 // pairs, keeps a receive posted for every channel that can send it a message, checks
 // everything that arrives against its ledgers, and at the end drains what is in flight and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The receiving half of a weft-soak thread: the posted receives of its send channels,
 // active messages and put notifications, each checked and entered in its channel's ledger.
 #include <cstdlib>

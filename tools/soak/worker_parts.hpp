@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The records behind a weft-soak thread's completions, shared by its source files.
 #pragma once
 

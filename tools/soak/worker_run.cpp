@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // A weft-soak thread's life: traffic until the deadline, then the drain (everything in
 // flight ends, or is counted hung), then serving until every channel into it delivered
 // what its sender says it sent.

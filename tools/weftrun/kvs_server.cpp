@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "weftrun/kvs_server.hpp"
 
 #include <algorithm>

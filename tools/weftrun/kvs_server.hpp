@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // weftrun's key-value exchange for the ranks it started (protocol in bootstrap/kvs_wire.hpp).
 // GET of a key not yet put and FENCE are answered when they can be, not polled. A
 // connection is served once its HELLO names a rank of the job not yet connected and carries

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The mixed backend: shared memory to the ranks on this host, the network backend (ofi or
 // ucx) to the others, for messages, rendezvous transfers and RMA alike. A registration is
 // made with both: the network backend's key is the handle peers get, and the shared-memory

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // How an ofi device leaves: it gives back the peers' registrations it holds
 // (release_remote_keys), then makes sure that what it sent has arrived before its connections
 // close (flush_to_peers: a goodbye to each peer, answered).

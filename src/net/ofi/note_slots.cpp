@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "net/ofi/note_slots.hpp"
 
 #include <algorithm>

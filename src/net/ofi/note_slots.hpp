@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Notifications of puts through remote CQ data. A provider carries 8 bytes of immediate
 // data with a write, but a Weft notification is up to max_note_size bytes (remote
 // completion, tag, address, size). So each pair of devices shares a small table of

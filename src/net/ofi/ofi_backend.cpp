@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "net/ofi/ofi_backend.hpp"
 
 #include <rdma/fi_cm.h>

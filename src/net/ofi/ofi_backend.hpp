@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The libfabric backend: reliable-datagram endpoints (FI_EP_RDM), one endpoint, completion
 // queue and address vector per device, so threads on different devices share nothing in
 // Weft (the provider may still serialise inside a domain; see docs/backends.md).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Registrations and the checks that keep a stale handle away from the provider. A device
 // asks a registration's owner once per (peer, registration) before accessing it; the owner
 // remembers who asked, and deregistration revokes each copy. A device acknowledges a

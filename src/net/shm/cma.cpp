@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "net/shm/cma.hpp"
 
 #include <sys/uio.h>

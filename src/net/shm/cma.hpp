@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Cross-memory attach (process_vm_readv/writev). A single call moves at most about 2 GiB
 // and reports a short count without an error, so every transfer is looped to completion.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Layout of one device's segment. Other local ranks write into its inbox; its own put
 // channels are written by this rank and drained by the targets. The inbox is split into
 // lanes, each a ring of its own: a sending thread uses the lane of its thread index and a

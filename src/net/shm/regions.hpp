@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Registered memory on shared memory. Each rank keeps a table of its registered regions in
 // a segment every local peer maps, so whoever touches a region (a peer writing or reading
 // it by cross-memory attach, or the owner copying a pipelined put into it) checks the

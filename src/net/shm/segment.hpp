@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // A POSIX shared-memory segment private to the job: mode 0600, an unguessable name, and
 // unlinked as soon as every local peer has mapped it (so a crash leaves no file behind).
 // A job with one local process uses anonymous memory and creates no file at all.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "net/shm/shm_backend.hpp"
 
 #include <linux/futex.h>
@@ -148,12 +149,24 @@ shm_device::shm_device(shm_context& ctx, int index, const device_config& cfg)
   arm_test_hook();
 #endif
 
-  auto& b = ctx.boot();
+  const std::string name = create_segment();
+  agree_and_publish(name);
+  attach_peers();
+  const int n = ctx_.boot().size();
+  if (n > 1)
+    own_.unlink_when_attached(reinterpret_cast<segment_header*>(own_base_)->attached,
+                              uint32_t(n - 1), "device segment");
+}
+
+// This device's own segment: its header (what peers check before they rely on it), its
+// bell, and its lanes and channels, initialised. Returns its name ("" alone).
+std::string shm_device::create_segment() {
+  auto& b = ctx_.boot();
   const int me = b.rank(), n = b.size();
   std::string name;
   if (n > 1) {
-    name = "/weft-" + b.job_id() + "-" + std::to_string(ctx.context_id()) + "-" +
-           std::to_string(index) + "-" + std::to_string(me);
+    name = "/weft-" + b.job_id() + "-" + std::to_string(ctx_.context_id()) + "-" +
+           std::to_string(index_) + "-" + std::to_string(me);
   }
   own_.create(name, geo_.total(),
               "WEFT_INBOX_DEPTH and WEFT_SHM_LANES (inbox), WEFT_PACKET_SIZE (cell), "
@@ -199,39 +212,34 @@ shm_device::shm_device(shm_context& ctx, int index, const device_config& cfg)
   }
   // Peers learn the segment name only through the bootstrap (a socket round trip), which
   // orders these initialising stores before their first access.
+  return name;
+}
 
+// The geometry checked on every rank, then the segment's name published. Fences are
+// collective over the whole job even when this host has one rank (a mixed job's shared
+// memory runs over a host's ranks only, on the job's bootstrap). Settings first, so that
+// every rank of a mismatched job names both sides before anyone touches (or, failing,
+// unlinks) a segment.
+void shm_device::agree_and_publish(const std::string& name) {
+  auto& b = ctx_.boot();
+  char mine[256];
+  snprintf(mine, sizeof(mine),
+           "cell_size=%zu cells=%zu lanes=%zu channels=%zu chunk_size=%zu slots=%zu",
+           size_t(geo_.cell_size), size_t(geo_.ncells), size_t(geo_.nlanes), size_t(geo_.nchannels),
+           size_t(geo_.chunk_size), size_t(geo_.nslots));
+  b.check_agreement(key("geo", ctx_.context_id(), index_), mine, "alloc_device (shm)",
+                    "device geometry",
+                    "devices of the same index must be allocated with the same settings "
+                    "(WEFT_PACKET_SIZE, WEFT_INBOX_DEPTH, WEFT_SHM_*)");
+  b.put(key("seg", ctx_.context_id(), index_), name);
+  b.fence();
+}
+
+// Every peer's segment, mapped and checked (magic, layout, cookie, geometry, size).
+void shm_device::attach_peers() {
+  auto& b = ctx_.boot();
+  const int me = b.rank(), n = b.size();
   peers_.resize(size_t(n));
-  {
-    // Fences are collective over the whole job even when this host has one rank (a mixed
-    // job's shared memory runs over a host's ranks only, on the job's bootstrap).
-    // Settings first, through the bootstrap, so that every rank of a mismatched job names
-    // both sides before anyone touches (or, failing, unlinks) a segment.
-    auto describe = [](int rank, const std::string& g) {
-      unsigned long long cell = 0, cells = 0, lanes = 0, chans = 0, chunk = 0, slots = 0;
-      sscanf(g.c_str(), "%llu %llu %llu %llu %llu %llu", &cell, &cells, &lanes, &chans, &chunk,
-             &slots);
-      return "rank " + std::to_string(rank) + " has " + std::to_string(cells) + " cells of " +
-             std::to_string(cell) + " B in " + std::to_string(lanes) + " lanes, " +
-             std::to_string(chans) + " channels of " + std::to_string(slots) + " x " +
-             std::to_string(chunk) + " B";
-    };
-    const std::string mine = std::to_string(geo_.cell_size) + " " + std::to_string(geo_.ncells) +
-                             " " + std::to_string(geo_.nlanes) + " " +
-                             std::to_string(geo_.nchannels) + " " +
-                             std::to_string(geo_.chunk_size) + " " + std::to_string(geo_.nslots);
-    b.put(key("geo", ctx.context_id(), index), mine);
-    b.fence();
-    for (int r = 0; r < n; ++r) {
-      std::string theirs = b.get(r, key("geo", ctx.context_id(), index));
-      if (theirs != mine)
-        util::fail("alloc_device (shm)", "device geometry",
-                   describe(me, mine) + "; " + describe(r, theirs),
-                   "devices of the same index must be allocated with the same settings "
-                   "(WEFT_PACKET_SIZE, WEFT_INBOX_DEPTH, WEFT_SHM_*)");
-    }
-    b.put(key("seg", ctx.context_id(), index), name);
-    b.fence();
-  }
   for (int r = 0; r < n; ++r) {
     auto p = std::make_unique<peer>();
     if (r == me) {
@@ -239,7 +247,7 @@ shm_device::shm_device(shm_context& ctx, int index, const device_config& cfg)
     } else {
       // Map whatever the peer created, check its header, and only then rely on its size:
       // a peer with other settings gets a message naming them, not a bus error.
-      const std::string seg_name = b.get(r, key("seg", ctx.context_id(), index));
+      const std::string seg_name = b.get(r, key("seg", ctx_.context_id(), index_));
       p->seg.attach(seg_name, sizeof(segment_header));
       p->base = static_cast<char*>(p->seg.base());
       auto* ph = reinterpret_cast<segment_header*>(p->base);
@@ -265,14 +273,11 @@ shm_device::shm_device(shm_context& ctx, int index, const device_config& cfg)
       p->lanes[l].cells = p->base + geo_.cells_offset(l);
       p->lanes[l].bodies = p->base + geo_.bodies_offset(l);
     }
-    p->pid = ctx.pid_of(r);
+    p->pid = ctx_.pid_of(r);
     if (r != me)
       reinterpret_cast<segment_header*>(p->base)->attached.fetch_add(1, std::memory_order_acq_rel);
     peers_[size_t(r)] = std::move(p);
   }
-  if (n > 1)
-    own_.unlink_when_attached(reinterpret_cast<segment_header*>(own_base_)->attached,
-                              uint32_t(n - 1), "device segment");
 }
 
 shm_device::~shm_device() = default;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The shared-memory backend: one inbox per (rank, device) that every local peer enqueues
 // into (a bounded MPMC ring of fixed-size cells), and per-device put channels for large
 // transfers, drained either by a pipelined two-process copy or by cross-memory attach.
@@ -156,6 +157,10 @@ class shm_device final : public device {
   static void arm_test_hook();
   static void test_hook_after_claim();
 #endif
+  // The constructor's steps.
+  std::string create_segment();
+  void agree_and_publish(const std::string& name);
+  void attach_peers();
   void send_note(int rank, const void* note, size_t len);
   void log_refusal(const char* op, int rank, rkey_t k, uint64_t addr, size_t size, const char* why);
   // `data`: the core's rendezvous data, into a buffer the target named (nothing to check).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Transfers in flight on a device. Any thread may add; one thread at a time advances them
 // (a try-lock: a second poller skips the list instead of waiting).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The UCX backend: one UCP worker per device, with an endpoint to the same device of every
 // rank, so threads on different devices share nothing in Weft. A device's worker runs in
 // UCS_THREAD_MODE_SERIALIZED behind the device's own spinlock.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The UCX context: the UCP context and the registrations, with the bookkeeping that lets
 // deregistration revoke every remote key a peer fetched.
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // A UCX device: one UCP worker, its endpoints, and the translation between UCP's callbacks
 // and the sink. See ucx_backend.hpp for how each operation maps.
 #include <unistd.h>
