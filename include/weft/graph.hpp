@@ -25,7 +25,6 @@
 
 namespace weft {
 
-
 struct graph_node_t {
   impl::graph_node* p = nullptr;
   bool is_empty() const { return p == nullptr; }

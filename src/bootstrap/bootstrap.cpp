@@ -118,9 +118,8 @@ void bootstrap::agree_job_id() {
     util::fail("bootstrap", "weft-cookie", c, "rank 0's job cookie is not 16 hex digits");
 }
 
-void bootstrap::check_agreement(const std::string& key, const std::string& mine,
-                                const char* call, const char* argument,
-                                const std::string& hint) {
+void bootstrap::check_agreement(const std::string& key, const std::string& mine, const char* call,
+                                const char* argument, const std::string& hint) {
   // Always the put and the fence, even alone: a mixed job's host with one rank still takes
   // part in the job's fences.
   put(key, mine);
@@ -136,8 +135,7 @@ void bootstrap::check_agreement(const std::string& key, const std::string& mine,
     auto field = [&](const std::string& s) { return s.substr(start, s.find(' ', start) - start); };
     util::fail(call, argument, mine,
                "settings differ between ranks: rank 0 has " + field(first) + ", rank " +
-                   std::to_string(r) + " has " + field(theirs) + (hint.empty() ? "" : "; ") +
-                   hint);
+                   std::to_string(r) + " has " + field(theirs) + (hint.empty() ? "" : "; ") + hint);
   }
 }
 
