@@ -75,6 +75,7 @@ typedef enum {
 WEFT_C_API const char* weft_strerror(int code);
 /* The message of the last refused call on this thread ("" if none). */
 WEFT_C_API const char* weft_last_error(void);
+/* The library's version, "MAJOR.MINOR.PATCH". */
 WEFT_C_API const char* weft_get_version(void);
 
 /* ---- handles and value types ---------------------------------------------------------- */
@@ -137,23 +138,37 @@ typedef struct {
 /* Sets every field of *opts to unset. Call it before setting the fields you choose. */
 WEFT_C_API void weft_runtime_opts_init(weft_runtime_opts_t* opts);
 
+/* Sets up the global runtime with every attribute from the environment or its default;
+   collective. WEFT_ERR_USAGE when one is active, a setting is bad or differs between ranks. */
 WEFT_C_API int weft_g_runtime_init(void);
+/* The same with attributes from *opts (NULL: none set). */
 WEFT_C_API int weft_g_runtime_init_x(const weft_runtime_opts_t* opts);
+/* Frees the global runtime and everything allocated from it; collective. */
 WEFT_C_API int weft_g_runtime_fina(void);
-WEFT_C_API weft_runtime_t weft_get_g_runtime(void); /* NULL when none is active */
+/* The global runtime; NULL when none is active. */
+WEFT_C_API weft_runtime_t weft_get_g_runtime(void);
+/* An extra runtime with attributes from *opts (NULL: none set) in *runtime; collective,
+   in the same order on every rank. */
 WEFT_C_API int weft_alloc_runtime(const weft_runtime_opts_t* opts, weft_runtime_t* runtime);
+/* Frees a runtime from weft_alloc_runtime and sets *runtime to NULL; collective. */
 WEFT_C_API int weft_free_runtime(weft_runtime_t* runtime);
 /* The attributes fixed at allocation (the environment defaults resolved). */
 WEFT_C_API int weft_runtime_get_attr(weft_runtime_t runtime, weft_runtime_opts_t* attr);
 
-/* Ranks of the global runtime (-1 when there is none); the _x forms take a runtime. */
+/* This process's rank in the global runtime (-1 when there is none). */
 WEFT_C_API int weft_get_rank_me(void);
+/* The number of ranks of the global runtime (-1 when there is none). */
 WEFT_C_API int weft_get_rank_n(void);
+/* This process's rank among those on its host (-1 when there is no runtime). */
 WEFT_C_API int weft_get_rank_local(void);
+/* The number of processes on this host (-1 when there is no runtime). */
 WEFT_C_API int weft_get_rank_local_n(void);
+/* This process's rank in `runtime` (-1 for a bad handle). */
 WEFT_C_API int weft_get_rank_me_x(weft_runtime_t runtime);
+/* The number of ranks of `runtime` (-1 for a bad handle). */
 WEFT_C_API int weft_get_rank_n_x(weft_runtime_t runtime);
 
+typedef void (*weft_allgather_fn_t)(const void* send, void* recv, size_t len, void* arg);
 /* The program's own collectives (an MPI communicator, say) as Weft's bootstrap; call before
  * weft_g_runtime_init. allgather gathers len bytes from every rank into recv (size * len
  * bytes, rank order); local_rank -1 and local_size 0 let Weft work out the ranks on this host.
@@ -162,22 +177,28 @@ WEFT_C_API int weft_get_rank_n_x(weft_runtime_t runtime);
  *     MPI_Allgather(s, (int)len, MPI_BYTE, r, (int)len, MPI_BYTE, *(MPI_Comm*)comm);
  *   }
  *   weft_set_bootstrap(rank, size, -1, 0, gather, &comm); */
-typedef void (*weft_allgather_fn_t)(const void* send, void* recv, size_t len, void* arg);
 WEFT_C_API int weft_set_bootstrap(int rank, int size, int local_rank, int local_size,
                                   weft_allgather_fn_t allgather, void* arg);
 
+typedef void (*weft_error_handler_fn_t)(int rank_me, int peer, const char* what);
 /* Errors found at a target with nothing to signal (a malformed message...). One handler for
  * the whole process; NULL restores the default (log and drop). */
-typedef void (*weft_error_handler_fn_t)(int rank_me, int peer, const char* what);
 WEFT_C_API int weft_set_error_handler(weft_error_handler_fn_t fn, weft_runtime_t runtime);
 
 /* ---- resources ------------------------------------------------------------------------- */
 WEFT_C_API int weft_alloc_device(weft_device_t* device);
+/* A device of `runtime` drawing packets from `pool` (NULL: the runtime's), with
+   inbox_depth messages per lane (0: the runtime's attribute). */
 WEFT_C_API int weft_alloc_device_x(weft_runtime_t runtime, weft_packet_pool_t pool,
                                    size_t inbox_depth, weft_device_t* device);
+/* Frees a device and sets *device to NULL; WEFT_ERR_USAGE while operations on it are
+   pending. */
 WEFT_C_API int weft_free_device(weft_device_t* device);
+/* The runtime's own device (runtime NULL: the global one); NULL on error. */
 WEFT_C_API weft_device_t weft_get_default_device(weft_runtime_t runtime);
+/* The device's index (0 for the default device); -1 for a bad handle. */
 WEFT_C_API int weft_device_get_attr_index(weft_device_t device);
+/* Messages each lane of the device's inbox holds; 0 for a bad handle. */
 WEFT_C_API size_t weft_device_get_attr_inbox_depth(weft_device_t device);
 /* A device's performance counters: one per row of weft/counters.def. */
 typedef enum {
@@ -193,11 +214,17 @@ WEFT_C_API int weft_device_get_counter(weft_device_t device, weft_counter_t coun
 /* The counter's name as counters.def spells it ("sent_eager"); "" for an unknown one. */
 WEFT_C_API const char* weft_counter_name(weft_counter_t counter);
 
+/* A pool of `npackets` packets of `packet_size` bytes (0: the runtime's attributes) in
+   *pool. */
 WEFT_C_API int weft_alloc_packet_pool(weft_runtime_t runtime, size_t packet_size, size_t npackets,
                                       weft_packet_pool_t* pool);
+/* Frees a packet pool and sets *pool to NULL; WEFT_ERR_USAGE while a device uses it. */
 WEFT_C_API int weft_free_packet_pool(weft_packet_pool_t* pool);
+/* The runtime's own packet pool; NULL on error. */
 WEFT_C_API weft_packet_pool_t weft_get_default_packet_pool(weft_runtime_t runtime);
+/* Bytes in each packet of the pool; 0 for a bad handle. */
 WEFT_C_API size_t weft_packet_pool_get_attr_packet_size(weft_packet_pool_t pool);
+/* Packets in the pool; 0 for a bad handle. */
 WEFT_C_API size_t weft_packet_pool_get_attr_npackets(weft_packet_pool_t pool);
 /* A packet to fill and send with buffer_is_packet; *packet is NULL when the pool is empty. */
 WEFT_C_API int weft_get_upacket(weft_packet_pool_t pool, void** packet);
@@ -205,34 +232,50 @@ WEFT_C_API int weft_get_upacket(weft_packet_pool_t pool, void** packet);
 WEFT_C_API int weft_put_upacket(void* packet);
 
 typedef uint64_t (*weft_make_key_fn_t)(int rank, uint32_t tag, uint8_t policy);
+/* A matching engine of `nbuckets` buckets (0: the runtime's attribute), keys made by
+   `make_key` (NULL: Weft's), in *engine; ordered like devices. */
 WEFT_C_API int weft_alloc_matching_engine(weft_runtime_t runtime, size_t nbuckets,
                                           weft_make_key_fn_t make_key,
                                           weft_matching_engine_t* engine);
+/* Frees a matching engine and sets *engine to NULL; WEFT_ERR_USAGE while receives are
+   posted on it. */
 WEFT_C_API int weft_free_matching_engine(weft_matching_engine_t* engine);
+/* The runtime's own matching engine; NULL on error. */
 WEFT_C_API weft_matching_engine_t weft_get_default_matching_engine(weft_runtime_t runtime);
+/* Buckets of the engine; 0 for a bad handle. */
 WEFT_C_API size_t weft_matching_engine_get_attr_nbuckets(weft_matching_engine_t engine);
 
 /* ---- completion objects ---------------------------------------------------------------- */
 typedef void (*weft_handler_fn_t)(weft_status_t status, void* arg);
+/* A completion queue of cq_depth entries of the global runtime in *cq. */
 WEFT_C_API int weft_alloc_cq(weft_comp_t* cq);
+/* A completion queue of `depth` entries (0: cq_depth) of `runtime` in *cq. */
 WEFT_C_API int weft_alloc_cq_x(weft_runtime_t runtime, size_t depth, weft_comp_t* cq);
+/* A synchronizer ready after `threshold` signals in *sync. */
 WEFT_C_API int weft_alloc_sync(size_t threshold, weft_comp_t* sync);
 /* The handler runs on the thread that progresses; `arg` is passed back. */
 WEFT_C_API int weft_alloc_handler(weft_handler_fn_t fn, void* arg, weft_comp_t* handler);
+/* Frees a completion object and sets *comp to NULL; WEFT_ERR_USAGE while operations that
+   will signal it are pending. */
 WEFT_C_API int weft_free_comp(weft_comp_t* comp);
 /* Collective and ordered: the same sequence on every rank gives the same handles. */
 WEFT_C_API int weft_register_rcomp(weft_comp_t comp, weft_rcomp_t* rcomp);
 /* packet_delivery: deliver active messages that fit in a packet in one (put_upacket it). */
 WEFT_C_API int weft_register_rcomp_x(weft_comp_t comp, weft_runtime_t runtime, int packet_delivery,
                                      weft_rcomp_t* rcomp);
+/* Withdraws a remote completion handle; messages naming it later are refused. */
 WEFT_C_API int weft_deregister_rcomp(weft_rcomp_t rcomp, weft_runtime_t runtime);
 /* status->errorcode is WEFT_RETRY when the queue is empty. */
 WEFT_C_API int weft_cq_pop(weft_comp_t cq, weft_status_t* status);
+/* The number of entries waiting in the queue, in *size. */
 WEFT_C_API int weft_cq_size(weft_comp_t cq, size_t* size);
 /* *ready = 1 once the synchronizer got its threshold of signals; statuses (threshold
  * entries, or NULL) receives them and the synchronizer resets. */
 WEFT_C_API int weft_sync_test(weft_comp_t sync, weft_status_t* statuses, int* ready);
+/* Progresses the global runtime until the synchronizer is ready; statuses as
+   weft_sync_test. */
 WEFT_C_API int weft_sync_wait(weft_comp_t sync, weft_status_t* statuses);
+/* The same, progressing `device` of `runtime` (NULL: defaults). */
 WEFT_C_API int weft_sync_wait_x(weft_comp_t sync, weft_status_t* statuses, weft_runtime_t runtime,
                                 weft_device_t device);
 /* WEFT_OK, or WEFT_RETRY_NOMEM when the object cannot take it now (a full queue): signal
@@ -241,11 +284,17 @@ WEFT_C_API int weft_comp_signal(weft_comp_t comp, weft_status_t status);
 
 /* ---- memory registration ---------------------------------------------------------------- */
 WEFT_C_API int weft_register_memory(void* base, size_t size, weft_mr_t* mr);
+/* The same in `runtime` (NULL: the global one). */
 WEFT_C_API int weft_register_memory_x(void* base, size_t size, weft_runtime_t runtime,
                                       weft_mr_t* mr);
+/* Deregisters and sets *mr to NULL: waits for accesses in progress (progressing
+   meanwhile); every handle to the region is refused from then on. */
 WEFT_C_API int weft_deregister_memory(weft_mr_t* mr);
+/* The remote handle of a registration in *rmr: plain data to send to peers. */
 WEFT_C_API int weft_get_rmr(weft_mr_t mr, weft_rmr_t* rmr);
+/* The registered region's start; NULL for a bad handle. */
 WEFT_C_API void* weft_mr_get_attr_base(weft_mr_t mr);
+/* The registered region's size; 0 for a bad handle. */
 WEFT_C_API size_t weft_mr_get_attr_size(weft_mr_t mr);
 
 /* ---- operations ------------------------------------------------------------------------- */
@@ -268,6 +317,8 @@ typedef struct {
   const weft_rbuffer_t* remote_buffers; /* put/get: a remote list instead of one region */
   size_t nremote_buffers;
 } weft_comm_opts_t;
+/* Sets *opts to every default: no runtime, device, engine or pool (the defaults),
+   WEFT_MATCH_RANK_TAG, tag 0, no remote completion, allow_done/posted/retry 1. */
 WEFT_C_API void weft_comm_opts_init(weft_comm_opts_t* opts);
 
 /* The general operation (Table 1): direction, rank, local buffer, local completion, and
@@ -275,26 +326,42 @@ WEFT_C_API void weft_comm_opts_init(weft_comm_opts_t* opts);
 WEFT_C_API int weft_post_comm_x(weft_direction_t direction, int rank, void* buf, size_t size,
                                 weft_comp_t comp, const weft_comm_opts_t* opts,
                                 weft_status_t* status);
+/* Sends `size` bytes to `rank` with `tag`, matched by a weft_post_recv there; *status:
+   WEFT_DONE (eager: the buffer is free), WEFT_POSTED (comp is signalled) or a retry code. */
 WEFT_C_API int weft_post_send(int rank, void* buf, size_t size, uint32_t tag, weft_comp_t comp,
                               weft_status_t* status);
+/* The same with optional arguments (NULL: defaults). */
 WEFT_C_API int weft_post_send_x(int rank, void* buf, size_t size, uint32_t tag, weft_comp_t comp,
                                 const weft_comm_opts_t* opts, weft_status_t* status);
+/* Receives a send from `rank` with `tag` into `buf` (at most `size` bytes, more is
+   WEFT_ERROR_TRUNCATED); *status: WEFT_DONE, WEFT_POSTED or a retry code. */
 WEFT_C_API int weft_post_recv(int rank, void* buf, size_t size, uint32_t tag, weft_comp_t comp,
                               weft_status_t* status);
+/* The same with optional arguments (NULL: defaults). */
 WEFT_C_API int weft_post_recv_x(int rank, void* buf, size_t size, uint32_t tag, weft_comp_t comp,
                                 const weft_comm_opts_t* opts, weft_status_t* status);
+/* Sends an active message: it arrives at `rank` in a buffer Weft allocates and signals
+   the completion object registered there as `remote_comp`; *status as weft_post_send. */
 WEFT_C_API int weft_post_am(int rank, void* buf, size_t size, weft_comp_t comp,
                             weft_rcomp_t remote_comp, weft_status_t* status);
+/* The same with optional arguments (NULL: defaults). */
 WEFT_C_API int weft_post_am_x(int rank, void* buf, size_t size, weft_comp_t comp,
                               weft_rcomp_t remote_comp, const weft_comm_opts_t* opts,
                               weft_status_t* status);
+/* Writes `size` bytes to offset `remote_disp` of the peer's region `rmr`; *status:
+   WEFT_POSTED (comp signalled when the source may be reused) or a retry code; the
+   completion carries WEFT_ERROR_REGION or WEFT_ERROR_PEER_DEAD when the access failed. */
 WEFT_C_API int weft_post_put(int rank, void* buf, size_t size, weft_comp_t comp,
                              uint64_t remote_disp, weft_rmr_t rmr, weft_status_t* status);
+/* The same with optional arguments (NULL: defaults). */
 WEFT_C_API int weft_post_put_x(int rank, void* buf, size_t size, weft_comp_t comp,
                                uint64_t remote_disp, weft_rmr_t rmr, const weft_comm_opts_t* opts,
                                weft_status_t* status);
+/* Reads `size` bytes from offset `remote_disp` of the peer's region `rmr` into `buf`;
+   *status as weft_post_put. */
 WEFT_C_API int weft_post_get(int rank, void* buf, size_t size, weft_comp_t comp,
                              uint64_t remote_disp, weft_rmr_t rmr, weft_status_t* status);
+/* The same with optional arguments (NULL: defaults). */
 WEFT_C_API int weft_post_get_x(int rank, void* buf, size_t size, weft_comp_t comp,
                                uint64_t remote_disp, weft_rmr_t rmr, const weft_comm_opts_t* opts,
                                weft_status_t* status);
@@ -308,6 +375,7 @@ WEFT_C_API int weft_cancel_recv(int rank, void* buf, uint32_t tag, weft_comp_t c
 WEFT_C_API int weft_progress(void);
 /* block_us: when idle, sleep up to that long for a message (0: never). */
 WEFT_C_API int weft_progress_x(weft_runtime_t runtime, weft_device_t device, uint32_t block_us);
+/* Waits, progressing, until every rank of the global runtime has entered the barrier. */
 WEFT_C_API int weft_barrier(void);
 /* With comp: returns at once (status WEFT_POSTED) and signals comp when all ranks entered. */
 WEFT_C_API int weft_barrier_x(weft_runtime_t runtime, weft_device_t device, weft_comp_t comp,
@@ -328,19 +396,28 @@ WEFT_C_API int weft_graph_add_node(weft_comp_t graph, weft_graph_node_fn_t fn, v
 WEFT_C_API int weft_graph_add_node_comm(weft_comp_t graph, weft_direction_t direction, int rank,
                                         void* buf, size_t size, const weft_comm_opts_t* opts,
                                         const char* name, weft_graph_node_t* node);
+/* `target` starts once `source` (and its other sources) finished; `fn` (may be NULL)
+   runs between them with the source's status and both values. */
 WEFT_C_API int weft_graph_add_edge(weft_comp_t graph, weft_graph_node_t source,
                                    weft_graph_node_t target, weft_graph_edge_fn_t fn);
+/* Starts a run of the graph: its nodes without sources first. */
 WEFT_C_API int weft_graph_start(weft_comp_t graph);
 /* *finished = 1 once the graph finished; status: WEFT_DONE or the failing node's status. */
 WEFT_C_API int weft_graph_test(weft_comp_t graph, weft_status_t* status, int* finished);
+/* Progresses the global runtime until the graph finished; *status as weft_graph_test. */
 WEFT_C_API int weft_graph_wait(weft_comp_t graph, weft_status_t* status);
+/* The same, progressing `device` of `runtime` (NULL: defaults). */
 WEFT_C_API int weft_graph_wait_x(weft_comp_t graph, weft_runtime_t runtime, weft_device_t device,
                                  weft_status_t* status);
+/* Finishes a function node that returned WEFT_POSTED, with `status`. */
 WEFT_C_API int weft_graph_node_mark_complete(weft_graph_node_t node, weft_status_t status);
 /* The first node that failed in the last run; NULL when none did. */
 WEFT_C_API weft_graph_node_t weft_graph_get_failed_node(weft_comp_t graph);
+/* The node's name ("node <i>" when none was given); "" for a bad handle. */
 WEFT_C_API const char* weft_graph_node_get_name(weft_graph_node_t node);
+/* The node's value as given; NULL for a bad handle. */
 WEFT_C_API void* weft_graph_node_get_value(weft_graph_node_t node);
+/* The status of the node's last run in *status. */
 WEFT_C_API int weft_graph_node_get_status(weft_graph_node_t node, weft_status_t* status);
 
 #ifdef __cplusplus
