@@ -51,6 +51,16 @@ fi
 echo "== benchmark smoke test: the whole comparison once in quick mode (figures, no thresholds)"
 /usr/bin/python3 bench/run.py --quick --build build --out build/bench-smoke --no-doc || status=1
 
+# The warning for a set WEFT_* variable that no setting has stays silent on every correct
+# run: no test's output (kept whole in each build's LastTest.log) may carry it.
+for d in build build-thread build-address; do
+  if grep -q "Weft has no such setting" "$d/Testing/Temporary/LastTest.log" 2>/dev/null; then
+    grep -B2 "Weft has no such setting" "$d/Testing/Temporary/LastTest.log" | head -20
+    echo "a test run warned of an unknown WEFT_ variable ($d)"
+    status=1
+  fi
+done
+
 # Every test line of the three runs: "N/M Test #K: name ....   Passed|***Failed|***Skipped".
 passed=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: .* Passed' "$log" || true)
 failed=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: .*\*\*\*(Failed|Timeout|Exception)' "$log" || true)
@@ -84,6 +94,7 @@ if pkg-config --exists ucx; then
   need "mixed over UCX" '^mp\..*\.mixed_ucx'
 fi
 need "fault injection (test hooks)" '^mp\.hole\.n3$'
+need "the house rules and the settings table" '^script\.(house|settings)$'
 need "job isolation" '^mp\.foreign(_rmr)?\.shm$'
 need "the soak tool" '^soak\.(shm_kill|mixed_shared|inject_(drop|dup|corrupt))$'
 need "MPI launchers" '^script\.(hydra|openmpi|mpi)$'
