@@ -225,7 +225,10 @@ void job::check_timeout(clock_type::time_point now) {
   timed_out_ = true;
   std::string still;
   for (int r = 0; r < o_.n; ++r)
-    if (ranks_[size_t(r)].running) still += " " + std::to_string(r);
+    if (ranks_[size_t(r)].running) {
+      still += ' ';  // appended in two steps: GCC 12's -Wrestrict misfires on " " + to_string
+      still += std::to_string(r);
+    }
   fprintf(stderr, "weftrun: timed out after %g s; ranks still running:%s\n", o_.timeout_s,
           still.c_str());
   tearing_down_ = false;
