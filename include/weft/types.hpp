@@ -74,7 +74,9 @@ struct error_t {
   constexpr bool is_cancelled() const { return errorcode == errorcode_t::cancelled; }
   constexpr bool is_error() const { return errorcode >= errorcode_t::error; }
   const char* get_str() const { return get_errorcode_str(errorcode); }
-  constexpr bool operator==(const error_t&) const = default;
+  // Spelt out, not defaulted: the public headers compile as C++17 (HPX and LCW still are).
+  constexpr bool operator==(const error_t& o) const { return errorcode == o.errorcode; }
+  constexpr bool operator!=(const error_t& o) const { return errorcode != o.errorcode; }
 };
 
 struct buffer_t {
@@ -115,10 +117,21 @@ enum class matching_policy_t : uint8_t {
 // A user key function replaces the matching engine's own key computation.
 using make_key_fn_t = uint64_t (*)(int rank, tag_t tag, matching_policy_t policy);
 
-// Handles are small trivially copyable values: `thread_local device_t d;` works.
+// Handles are small trivially copyable values: `thread_local device_t d;` works. Each
+// converts to an opaque pointer (get_opaque) and back (from_opaque), so a runtime can keep
+// it in its own C structures without naming Weft's private classes; the pointer carries
+// the handle's generation, so a stale one is still refused on use.
+#define WEFT_HANDLE_OPAQUE(handle, impl_type)  \
+  void* get_opaque() const {                   \
+    return p;                                  \
+  }                                            \
+  static handle from_opaque(void* v) {         \
+    return handle{static_cast<impl_type*>(v)}; \
+  }
 struct runtime_t {
   impl::runtime_impl* p = nullptr;
   bool is_empty() const { return p == nullptr; }
+  WEFT_HANDLE_OPAQUE(runtime_t, impl::runtime_impl)
   // Attributes, fixed when the runtime is allocated: get_attr_<name>() for each WEFT_ATTR
   // row of weft/settings.def (packet_size, npackets, ...), the value in force after the
   // call's arguments, the environment and the defaults were resolved. A freed runtime is
@@ -129,6 +142,7 @@ struct runtime_t {
 struct device_t {
   impl::device_impl* p = nullptr;
   bool is_empty() const { return p == nullptr; }
+  WEFT_HANDLE_OPAQUE(device_t, impl::device_impl)
   WEFT_API int get_attr_index() const;
   WEFT_API size_t get_attr_inbox_depth() const;
   // Counter `c` of this device, summed over the threads that used it; an empty handle reads
@@ -139,15 +153,18 @@ struct device_t {
 struct comp_t {
   impl::comp_impl* p = nullptr;
   bool is_empty() const { return p == nullptr; }
+  WEFT_HANDLE_OPAQUE(comp_t, impl::comp_impl)
 };
 struct matching_engine_t {
   impl::matching_engine_impl* p = nullptr;
   bool is_empty() const { return p == nullptr; }
+  WEFT_HANDLE_OPAQUE(matching_engine_t, impl::matching_engine_impl)
   WEFT_API size_t get_attr_nbuckets() const;
 };
 struct packet_pool_t {
   impl::packet_pool_impl* p = nullptr;
   bool is_empty() const { return p == nullptr; }
+  WEFT_HANDLE_OPAQUE(packet_pool_t, impl::packet_pool_impl)
   WEFT_API size_t get_attr_packet_size() const;
   WEFT_API size_t get_attr_npackets() const;
 };
@@ -161,6 +178,7 @@ inline constexpr rcomp_t rcomp_null = UINT32_MAX;
 struct mr_t {
   impl::mr_impl* p = nullptr;
   bool is_empty() const { return p == nullptr; }
+  WEFT_HANDLE_OPAQUE(mr_t, impl::mr_impl)
   WEFT_API void* get_attr_base() const;
   WEFT_API size_t get_attr_size() const;
 };

@@ -215,7 +215,7 @@ WEFT_C_API int weft_device_get_counter(weft_device_t device, weft_counter_t coun
 WEFT_C_API const char* weft_counter_name(weft_counter_t counter);
 
 /* A pool of `npackets` packets of `packet_size` bytes (0: the runtime's attributes) in
-   *pool. */
+ *pool. */
 WEFT_C_API int weft_alloc_packet_pool(weft_runtime_t runtime, size_t packet_size, size_t npackets,
                                       weft_packet_pool_t* pool);
 /* Frees a packet pool and sets *pool to NULL; WEFT_ERR_USAGE while a device uses it. */
@@ -263,7 +263,9 @@ WEFT_C_API int weft_register_rcomp(weft_comp_t comp, weft_rcomp_t* rcomp);
 /* packet_delivery: deliver active messages that fit in a packet in one (put_upacket it). */
 WEFT_C_API int weft_register_rcomp_x(weft_comp_t comp, weft_runtime_t runtime, int packet_delivery,
                                      weft_rcomp_t* rcomp);
-/* Withdraws a remote completion handle; messages naming it later are refused. */
+/* Withdraws a remote completion handle; messages naming it later are refused. Either order
+   works: weft_free_comp releases every handle to the object, and deregistering a handle
+   already released does nothing; only a handle the runtime never gave out is refused. */
 WEFT_C_API int weft_deregister_rcomp(weft_rcomp_t rcomp, weft_runtime_t runtime);
 /* status->errorcode is WEFT_RETRY when the queue is empty. */
 WEFT_C_API int weft_cq_pop(weft_comp_t cq, weft_status_t* status);
@@ -358,7 +360,7 @@ WEFT_C_API int weft_post_put_x(int rank, void* buf, size_t size, weft_comp_t com
                                uint64_t remote_disp, weft_rmr_t rmr, const weft_comm_opts_t* opts,
                                weft_status_t* status);
 /* Reads `size` bytes from offset `remote_disp` of the peer's region `rmr` into `buf`;
-   *status as weft_post_put. */
+ *status as weft_post_put. */
 WEFT_C_API int weft_post_get(int rank, void* buf, size_t size, weft_comp_t comp,
                              uint64_t remote_disp, weft_rmr_t rmr, weft_status_t* status);
 /* The same with optional arguments (NULL: defaults). */

@@ -131,7 +131,9 @@ WEFT_API void free_comp(comp_t* comp);
 inline rcomp_t register_rcomp(comp_t comp) {
   return register_rcomp_x(comp)();
 }
-// Withdraws a remote completion handle; messages that name it later are refused.
+// Withdraws a remote completion handle; messages that name it later are refused. Freeing
+// works in either order: free_comp releases every handle to the object, and deregistering a
+// handle already released is a no-op; only a handle the runtime never gave out is refused.
 WEFT_API void deregister_rcomp(rcomp_t rcomp, runtime_t runtime = {});
 
 // Takes the oldest entry of a completion queue: its status with error done, or error retry

@@ -283,10 +283,14 @@ rcomp_t runtime_impl::register_rcomp(comp_impl* c, bool packet_delivery) {
   return rcomp_t(rcomps_.push_back(rcomp_storage_.back().get()));
 }
 
+// Freeing works in any order: a handle already released (deregistered, or its completion
+// object freed, which releases every handle to it) is left as it is; only a handle this
+// runtime never gave out is refused.
 void runtime_impl::deregister_rcomp(rcomp_t r) {
-  if (r >= rcomps_.size() || !rcomps_.get(r))
+  if (r >= rcomps_.size())
     util::fail("deregister_rcomp", "rcomp", std::to_string(r),
-               "not a registered remote completion");
+               "not a remote completion handle of this runtime (" + std::to_string(rcomps_.size()) +
+                   " registered)");
   rcomps_.put(r, nullptr);
 }
 

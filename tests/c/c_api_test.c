@@ -379,6 +379,16 @@ int main(void) {
   OK(weft_deregister_memory(&mr));
   CHECK(mr == NULL);
   OK(weft_deregister_rcomp(rc_packets, NULL));
+  /* Either freeing order: a handle released by freeing its object deregisters as a no-op. */
+  {
+    weft_comp_t q = NULL;
+    weft_rcomp_t rq = WEFT_RCOMP_NULL;
+    OK(weft_alloc_cq(&q));
+    OK(weft_register_rcomp(q, &rq));
+    OK(weft_free_comp(&q));
+    OK(weft_deregister_rcomp(rq, NULL));
+    REFUSED(weft_deregister_rcomp(WEFT_RCOMP_NULL, NULL), "rcomp");
+  }
   OK(weft_barrier());
   OK(weft_free_comp(&handler));
   OK(weft_free_comp(&sync2));

@@ -5,6 +5,10 @@
 #include <cstring>
 #include <weft/weft.hpp>
 
+#ifdef EXPECT_CXX17
+static_assert(__cplusplus == 201703L, "the public headers must build a C++17 consumer as C++17");
+#endif
+
 int main() {
   weft::g_runtime_init();
   weft::comp_t cq = weft::alloc_cq();

@@ -5,7 +5,8 @@
 # - no file of a layer includes from a layer above it;
 # - every source file has its SPDX line, every header a header comment;
 # - every public function in weft.hpp and weft.h has a reference comment;
-# - the LICENSE is there.
+# - the LICENSE is there;
+# - the documents name only files, links and WEFT_ names that exist.
 # Arguments: weftrun mp_test source-dir build-dir.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -63,3 +64,6 @@ pass "every header says its concept; every source file says it or includes its h
 
 python3 "$here/check_refs.py" "$src" || fail "public functions without a reference comment"
 pass "every public function in weft.hpp and weft.h has a reference comment"
+
+python3 "$here/check_docs.py" "$src" || fail "a document names a file, link or WEFT_ name that does not exist"
+pass "every link, path and WEFT_ name in the documents exists"

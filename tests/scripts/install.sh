@@ -35,10 +35,11 @@ runs "CMake consumer (static)" 1 "$work/cm/consumer_static"
 pass "find_package(weft) consumer builds and runs, shared and static"
 
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
-c++ -o "$work/pc" "$src/tests/install/consumer.cpp" $(pkg-config --cflags --libs weft) 2>"$work/pc.log" || { cat "$work/pc.log"; fail "pkg-config build"; }
+c++ -std=c++17 -DEXPECT_CXX17 -Wall -Wextra -Wpedantic -Werror -o "$work/pc" \
+  "$src/tests/install/consumer.cpp" $(pkg-config --cflags --libs weft) 2>"$work/pc.log" || { cat "$work/pc.log"; fail "pkg-config build"; }
 runs "pkg-config consumer" 1 env LD_LIBRARY_PATH="$prefix/lib" "$work/pc"
 runs "installed weftrun" 2 "$prefix/bin/weftrun" -n 2 env LD_LIBRARY_PATH="$prefix/lib" "$work/pc"
-pass "pkg-config consumer builds with a plain compiler call and runs under the installed weftrun"
+pass "pkg-config consumer builds as C++17 with a plain compiler call and runs under the installed weftrun"
 
 # A C99 program against the installed C API (pkg-config weft-c), with the C compiler alone.
 cc -std=c99 -pedantic -Wall -Wextra -Werror -D_POSIX_C_SOURCE=200809L -o "$work/c_dht" "$src/examples/c_dht.c" \

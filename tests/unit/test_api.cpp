@@ -673,3 +673,58 @@ TEST_F(Api, BlockingProgressSleepsUntilAMessageArrives) {
   std::free(r.buf);
   weft::free_comp(&cq);
 }
+
+// A handle goes through a void* and back (a runtime keeps it in its own C structures),
+// generation and all: the stale one is still refused after the object is freed.
+TEST_F(Api, HandlesRoundTripThroughOpaquePointers) {
+  weft::comp_t cq = weft::alloc_cq();
+  void* opaque = cq.get_opaque();
+  weft::comp_t back = weft::comp_t::from_opaque(opaque);
+  EXPECT_EQ(back.p, cq.p);
+  weft::rcomp_t rc = weft::register_rcomp(back);
+  int v = 42;
+  ASSERT_TRUE(weft::post_am(0, &v, sizeof(v), weft::comp_t{}, rc).error.is_done());
+  weft::status_t s;
+  for (int i = 0; i < 1000 && !(s = weft::cq_pop(back)).error.is_done(); ++i) weft::progress();
+  ASSERT_TRUE(s.error.is_done());
+  EXPECT_EQ(*static_cast<int*>(s.buf), 42);
+  std::free(s.buf);
+  weft::device_t d = weft::get_default_device();
+  EXPECT_EQ(weft::device_t::from_opaque(d.get_opaque()).get_attr_index(), 0);
+  weft::runtime_t rt = weft::get_g_runtime();
+  EXPECT_EQ(weft::runtime_t::from_opaque(rt.get_opaque()).get_attr_packet_size(),
+            rt.get_attr_packet_size());
+  weft::free_comp(&cq);
+  EXPECT_THROW(weft::cq_pop(weft::comp_t::from_opaque(opaque)), weft::fatal_error);
+}
+
+namespace {
+std::string g_refusal;
+void keep_refusal(const weft::wire_error_t& e) {
+  g_refusal = e.what;
+}
+}  // namespace
+
+// Freeing in either order: free_comp releases the object's remote completions, and a later
+// deregister_rcomp of a released handle does nothing; a handle never given out is refused.
+TEST_F(Api, CompletionObjectsAndTheirHandlesFreeInEitherOrder) {
+  weft::comp_t a = weft::alloc_cq();
+  const weft::rcomp_t ra = weft::register_rcomp(a);
+  weft::free_comp(&a);
+  EXPECT_NO_THROW(weft::deregister_rcomp(ra));
+  EXPECT_NO_THROW(weft::deregister_rcomp(ra));  // twice: still nothing
+  weft::comp_t b = weft::alloc_cq();
+  const weft::rcomp_t rb = weft::register_rcomp(b);
+  weft::deregister_rcomp(rb);
+  EXPECT_NO_THROW(weft::free_comp(&b));
+  EXPECT_EQ(refused_argument([&] { weft::deregister_rcomp(rb + 1000); }), "rcomp");
+  EXPECT_EQ(refused_argument([] { weft::deregister_rcomp(weft::rcomp_null); }), "rcomp");
+  // A message naming a released handle is refused where it arrives, not delivered.
+  weft::set_error_handler(keep_refusal);
+  g_refusal.clear();
+  int v = 1;
+  ASSERT_TRUE(weft::post_am(0, &v, sizeof(v), weft::comp_t{}, ra).error.is_done());
+  for (int i = 0; i < 1000 && g_refusal.empty(); ++i) weft::progress();
+  EXPECT_NE(g_refusal.find("unknown remote completion"), std::string::npos) << g_refusal;
+  weft::set_error_handler(nullptr);
+}

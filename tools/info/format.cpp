@@ -58,6 +58,12 @@ void json_findings(FILE* out, const std::vector<weft::info::finding>& f) {
   fprintf(out, "}");
 }
 
+std::string md_cell(const char* text) {
+  std::string o;
+  for (const char* c = text; *c; ++c) o += *c == '|' ? std::string("\\|") : std::string(1, *c);
+  return o;
+}
+
 // The text a row shows as its default: "" stands for "the code decides".
 std::string shown_default(const setting_row& r) {
   return *r.dflt ? r.dflt : "(see meaning)";
@@ -77,10 +83,11 @@ void print_settings_markdown(FILE* out) {
       if (strcmp(r.scope, sc.scope)) continue;
       fprintf(out, "| `%s` |", r.env);
       if (attr) fprintf(out, " `%s` |", r.name);
-      std::string range = *r.range ? std::string("`") + r.range + "`" : "";
+      // A | inside a table cell ends the cell, even in a code span: escaped.
+      std::string range = *r.range ? std::string("`") + md_cell(r.range) + "`" : "";
       if (*r.unit) range += std::string(range.empty() ? "" : " ") + r.unit;
       fprintf(out, " %s | %s | %s | %s |\n", type_name(r.type), shown_default(r).c_str(),
-              range.c_str(), r.doc);
+              range.c_str(), md_cell(r.doc).c_str());
     }
     fprintf(out, "\n");
   }
