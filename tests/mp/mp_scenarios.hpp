@@ -26,3 +26,4 @@ int scenario_am_in_flight();
 int scenario_dereg_free();
 int scenario_rma_to_dead();
 int scenario_drop_flood();
+int scenario_first_transfer();

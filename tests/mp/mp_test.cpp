@@ -775,6 +775,7 @@ int main(int argc, char** argv) {
       {"dereg_free", scenario_dereg_free},
       {"rma_to_dead", scenario_rma_to_dead},
       {"drop_flood", scenario_drop_flood},
+      {"first_transfer", scenario_first_transfer},
       {"burst_send", [] { return scenario_burst(false); }},
       {"burst_am", [] { return scenario_burst(true); }}};
   auto it = table.find(s);

@@ -71,6 +71,18 @@ void segment::create(const std::string& name, size_t size, const char* settings)
   }
 }
 
+void segment::prefault(size_t offset, size_t len) {
+#ifndef MADV_POPULATE_WRITE
+  constexpr int MADV_POPULATE_WRITE = 23;
+#endif
+  if (!base_ || offset >= size_ || !len) return;
+  len = std::min(len, size_ - offset);
+  const uintptr_t page = 4096;
+  const uintptr_t start = (reinterpret_cast<uintptr_t>(base_) + offset) & ~(page - 1);
+  const uintptr_t end = reinterpret_cast<uintptr_t>(base_) + offset + len;
+  (void)madvise(reinterpret_cast<void*>(start), end - start, MADV_POPULATE_WRITE);
+}
+
 void segment::attach(const std::string& name, size_t min_size) {
   int fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0600);
   if (fd < 0) util::fail("shm_open (attach)", "name", name, strerror(errno));

@@ -28,6 +28,10 @@ class segment {
   // Waits until `attached` (a counter in the segment that each peer increments once it has
   // mapped it) reaches `peers`, then unlinks the name: a crash from then on leaves no file.
   void unlink_when_attached(std::atomic<uint32_t>& attached, uint32_t peers, const char* what);
+  // Fills this process's page table for [offset, offset + len) without touching the data
+  // (MADV_POPULATE_WRITE, Linux 5.14): the first transfer through it then takes no page
+  // faults. A kernel without it leaves the faults to the first use.
+  void prefault(size_t offset, size_t len);
   void* base() const { return base_; }
   size_t size() const { return size_; }
 

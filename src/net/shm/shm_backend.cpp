@@ -152,6 +152,7 @@ shm_device::shm_device(shm_context& ctx, int index, const device_config& cfg)
   const std::string name = create_segment();
   agree_and_publish(name);
   attach_peers();
+  own_.prefault(geo_.channels_offset(), geo_.channel_stride() * geo_.nchannels);
   const int n = ctx_.boot().size();
   if (n > 1)
     own_.unlink_when_attached(reinterpret_cast<segment_header*>(own_base_)->attached,
@@ -265,6 +266,9 @@ void shm_device::attach_peers() {
         util::fail("alloc_device (shm)", "peer segment of rank " + std::to_string(r),
                    std::to_string(p->seg.size()) + " bytes",
                    "smaller than its header says (" + std::to_string(geo_.total()) + ")");
+      // The peer's staging slots, which this rank reads: mapped now, not by the first
+      // large message (see docs/shm.md, "First transfer").
+      p->seg.prefault(geo_.channels_offset(), geo_.channel_stride() * geo_.nchannels);
     }
     p->bell_ = reinterpret_cast<bell*>(p->base + geo_.bell_offset());
     p->lanes.resize(geo_.nlanes);
