@@ -64,7 +64,7 @@ uint64_t device_t::get_counter(counter_t c) const {
     util::fail("get_counter", "counter", std::to_string(int(c)),
                "not a counter (there are " + std::to_string(int(counter_t::count)) + ")");
   const device_impl* d = p ? util::live(p, "get_counter", "device")
-                           : resolve_runtime(runtime_t{}, "get_counter")->default_device;
+                           : resolve_runtime(runtime_t{}, "get_counter")->device_or_fail("get_counter");
   return d->counters.read(c);
 }
 const char* get_counter_name(counter_t c) {
@@ -219,7 +219,7 @@ rcomp_t register_rcomp_impl(const rcomp_args& a) {
 
 void* get_upacket_impl(const upacket_args& a) {
   packet_pool_impl* p = util::live(a.packet_pool.p, "get_upacket", "packet_pool");
-  if (!p) p = resolve_runtime(a.runtime, "get_upacket")->default_pool;
+  if (!p) p = resolve_runtime(a.runtime, "get_upacket")->pool_or_fail("get_upacket");
   return p->get();
 }
 
@@ -366,8 +366,8 @@ namespace detail {
 // checking a stripped handle again would take a reused object for a stale one.
 static device_impl* device_of_untagged(const comm_args& b) {
   if (b.device.p) return b.device.p;
-  if (b.runtime.p) return b.runtime.p->default_device;
-  return resolve_runtime(runtime_t{}, b.call_name)->default_device;
+  if (b.runtime.p) return b.runtime.p->device_or_fail(b.call_name);
+  return resolve_runtime(runtime_t{}, b.call_name)->device_or_fail(b.call_name);
 }
 
 // Whether no handle a post names carries a generation tag (its object's memory was never
@@ -428,7 +428,7 @@ status_t post_comm_impl(const comm_args& a) {
     return post_tagged(a);
   // Checked above: the device needs no second look.
   if (a.device.p) return a.device.p->post(a);
-  return resolve_runtime(a.runtime, a.call_name)->default_device->post(a);
+  return resolve_runtime(a.runtime, a.call_name)->device_or_fail(a.call_name)->post(a);
 }
 
 bool cancel_recv_impl(const comm_args& a) {
@@ -442,7 +442,7 @@ bool cancel_recv_impl(const comm_args& a) {
 
 static device_impl* resolve_device(const progress_args& a, const char* call) {
   if (a.device.p) return util::live(a.device.p, call, "device");
-  return resolve_runtime(a.runtime, call)->default_device;
+  return resolve_runtime(a.runtime, call)->device_or_fail(call);
 }
 
 error_t progress_impl(const progress_args& a) {

@@ -134,7 +134,7 @@ status_t device_impl::post_out(const comm_args& a) {
     h.type = uint8_t(msg_type::eager_am);
     h.target = a.remote_comp;
   } else {
-    auto* e = a.matching_engine.p ? a.matching_engine.p : rt.default_engine;
+    auto* e = a.matching_engine.p ? a.matching_engine.p : rt.engine_or_fail(a.call_name);
     h.type = uint8_t(msg_type::eager_send);
     h.target = e->id();
     h.policy = uint8_t(a.matching_policy);
@@ -261,7 +261,7 @@ status_t device_impl::post_rma(const comm_args& a) {
 // its own (the message's becomes the receive's), so a table full of unexpected messages
 // cannot keep their receives out.
 status_t device_impl::post_in(const comm_args& a) {
-  auto* e = a.matching_engine.p ? a.matching_engine.p : rt.default_engine;
+  auto* e = a.matching_engine.p ? a.matching_engine.p : rt.engine_or_fail(a.call_name);
   const uint64_t key = e->make_key(a.rank, a.tag, a.matching_policy);
   const uint8_t pol = e->stored_policy(a.matching_policy);
   const recv_side mine{a.local_buffer, a.size, a.local_comp.p, a.user_context, false};
@@ -341,7 +341,7 @@ status_t device_impl::match_arrived(const recv_side& recv, request* u, const com
 }
 
 bool device_impl::cancel(const comm_args& a) {
-  auto* e = a.matching_engine.p ? a.matching_engine.p : rt.default_engine;
+  auto* e = a.matching_engine.p ? a.matching_engine.p : rt.engine_or_fail(a.call_name);
   const uint64_t key = e->make_key(a.rank, a.tag, a.matching_policy);
   auto* m = e->remove_if(key, e->stored_policy(a.matching_policy), [&](match_entry* x) {
     auto* r = static_cast<request*>(x);

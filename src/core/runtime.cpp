@@ -74,9 +74,11 @@ runtime_impl::runtime_impl(const runtime_args& a, bool global)
   check_agreement();
   net = net::make_context(boot, id);
   engines_.put(internal_engine_id, new matching_engine_impl(internal_engine_id, 1024, nullptr));
-  default_engine = alloc_engine(attr.match_buckets, nullptr);
-  default_pool = alloc_pool(attr.packet_size, attr.npackets);
-  default_device = alloc_device(default_pool, attr.inbox_depth);
+  if (attr.alloc_defaults) {
+    default_engine = alloc_engine(attr.match_buckets, nullptr);
+    default_pool = alloc_pool(attr.packet_size, attr.npackets);
+    default_device = alloc_device(default_pool, attr.inbox_depth);
+  }
 
   if (global) {
     runtime_impl* expected = nullptr;
@@ -102,6 +104,7 @@ void runtime_impl::resolve_attributes(const runtime_args& a, const char* call) {
   attr.max_requests = *pick(a.max_requests, setting::max_requests, call);
   attr.backlog_size = *pick(a.backlog_size, setting::backlog_size, call);
   attr.wire_errors_fatal = a.wire_errors_fatal.value_or(util::get_flag(setting::wire_errors_fatal));
+  attr.alloc_defaults = a.alloc_defaults.value_or(util::get_flag(setting::alloc_defaults));
   if (attr.packet_size & (attr.packet_size - 1))
     util::fail(call, "packet_size", std::to_string(attr.packet_size), "must be a power of two");
   // A message occupies one cell of packet_size bytes: 16 for the queue, 16 for the header.
@@ -120,9 +123,10 @@ void runtime_impl::resolve_attributes(const runtime_args& a, const char* call) {
 void runtime_impl::check_agreement() {
   char mine[512];
   snprintf(mine, sizeof(mine),
-           "wire_version=%u packet_size=%zu eager_size=%zu inject_size=%zu backend=%s "
-           "net_backend=%s",
+           "wire_version=%u packet_size=%zu eager_size=%zu inject_size=%zu alloc_defaults=%d "
+           "backend=%s net_backend=%s",
            unsigned(wire_version), attr.packet_size, attr.eager_size, attr.inject_size,
+           int(attr.alloc_defaults),
            util::get_text(util::setting::backend).c_str(), net::network_backend_name().c_str());
   boot->check_agreement("cfg-" + std::to_string(id), mine, "g_runtime_init", "settings", "");
 }
@@ -196,11 +200,18 @@ size_t runtime_impl::pending_operations() {
 }
 
 device_impl* runtime_impl::alloc_device(packet_pool_impl* pool, size_t inbox_depth) {
+  if (!pool) pool = pool_or_fail("alloc_device");
   std::lock_guard<std::mutex> g(lock_);  // collective: one allocation at a time per process
-  auto* d = new device_impl(*this, next_device_index_++, pool ? pool : default_pool,
+  auto* d = new device_impl(*this, next_device_index_++, pool,
                             inbox_depth ? inbox_depth : attr.inbox_depth);
   devices_.push_back(d);
   return d;
+}
+
+void runtime_impl::no_default(const char* call, const char* what) {
+  util::fail(call, what, "none",
+             std::string("this runtime has no default ") + what +
+                 " (it was allocated with alloc_defaults(false)): name one");
 }
 
 void runtime_impl::free_device(device_impl* d) {

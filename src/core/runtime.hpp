@@ -88,6 +88,26 @@ class runtime_impl {
   runtime_attr attr{};
   const int id;
   const bool is_global;
+  // The defaults, or a fatal_error naming `call` when the runtime has none
+  // (alloc_defaults(false)). Inline: a post that names no device or engine passes here.
+  device_impl* device_or_fail(const char* call) const {
+    if (default_device) [[likely]]
+      return default_device;
+    no_default(call, "device");
+  }
+  matching_engine_impl* engine_or_fail(const char* call) const {
+    if (default_engine) [[likely]]
+      return default_engine;
+    no_default(call, "matching_engine");
+  }
+  packet_pool_impl* pool_or_fail(const char* call) const {
+    if (default_pool) [[likely]]
+      return default_pool;
+    no_default(call, "packet_pool");
+  }
+  [[noreturn, gnu::cold, gnu::noinline]] static void no_default(const char* call,
+                                                                 const char* what);
+
   device_impl* default_device = nullptr;
   packet_pool_impl* default_pool = nullptr;
   matching_engine_impl* default_engine = nullptr;

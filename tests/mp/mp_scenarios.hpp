@@ -27,3 +27,4 @@ int scenario_dereg_free();
 int scenario_rma_to_dead();
 int scenario_drop_flood();
 int scenario_first_transfer();
+int scenario_no_defaults();

@@ -776,6 +776,7 @@ int main(int argc, char** argv) {
       {"rma_to_dead", scenario_rma_to_dead},
       {"drop_flood", scenario_drop_flood},
       {"first_transfer", scenario_first_transfer},
+      {"no_defaults", scenario_no_defaults},
       {"burst_send", [] { return scenario_burst(false); }},
       {"burst_am", [] { return scenario_burst(true); }}};
   auto it = table.find(s);

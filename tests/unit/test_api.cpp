@@ -728,3 +728,54 @@ TEST_F(Api, CompletionObjectsAndTheirHandlesFreeInEitherOrder) {
   EXPECT_NE(g_refusal.find("unknown remote completion"), std::string::npos) << g_refusal;
   weft::set_error_handler(nullptr);
 }
+
+// A runtime without defaults (a task runtime that manages its own resources): nothing is
+// made for it, its devices number from 0, and a call that names no device, engine or pool
+// is refused naming the missing one; with them named, everything works.
+TEST_F(Api, ARuntimeWithoutDefaultsNumbersItsOwnResources) {
+  weft::runtime_t rt = weft::alloc_runtime_x().alloc_defaults(false)();
+  EXPECT_FALSE(rt.get_attr_alloc_defaults());
+  EXPECT_TRUE(weft::get_default_device(rt).is_empty());
+  EXPECT_TRUE(weft::get_default_packet_pool(rt).is_empty());
+  EXPECT_TRUE(weft::get_default_matching_engine(rt).is_empty());
+  EXPECT_EQ(refused_argument([&] { weft::alloc_device_x().runtime(rt)(); }), "packet_pool");
+  weft::packet_pool_t pool = weft::alloc_packet_pool_x().runtime(rt)();
+  weft::device_t d = weft::alloc_device_x().runtime(rt).packet_pool(pool)();
+  EXPECT_EQ(d.get_attr_index(), 0);
+  weft::matching_engine_t e = weft::alloc_matching_engine_x().runtime(rt)();
+  weft::comp_t cq = weft::alloc_cq_x().runtime(rt)();
+  weft::rcomp_t rc = weft::register_rcomp_x(cq).runtime(rt)();
+  int v = 7, got = 0;
+  EXPECT_EQ(refused_argument([&] { weft::post_am_x(0, &v, 4, weft::comp_t{}, rc).runtime(rt)(); }),
+            "device");
+  EXPECT_EQ(refused_argument([&] { weft::progress_x().runtime(rt)(); }), "device");
+  EXPECT_EQ(refused_argument(
+                [&] { weft::post_send_x(0, &v, 4, 1, weft::comp_t{}).runtime(rt).device(d)(); }),
+            "matching_engine");
+  EXPECT_EQ(refused_argument([&] { weft::get_upacket_x().runtime(rt)(); }), "packet_pool");
+  // Named, they work: an active message and a send to itself on device 0 and the engine.
+  ASSERT_TRUE(
+      weft::post_am_x(0, &v, 4, weft::comp_t{}, rc).runtime(rt).device(d)().error.is_done());
+  weft::status_t s;
+  for (int i = 0; i < 1000 && !(s = weft::cq_pop(cq)).error.is_done(); ++i)
+    weft::progress_x().device(d)();
+  ASSERT_TRUE(s.error.is_done());
+  EXPECT_EQ(*static_cast<int*>(s.buf), 7);
+  std::free(s.buf);
+  ASSERT_TRUE(weft::post_send_x(0, &v, 4, 3, weft::comp_t{})
+                  .device(d)
+                  .matching_engine(e)()
+                  .error.is_done());
+  weft::comp_t sync = weft::alloc_sync_x().runtime(rt)();
+  weft::status_t r = weft::post_recv_x(0, &got, 4, 3, sync).device(d).matching_engine(e)();
+  if (r.error.is_posted())
+    for (int i = 0; i < 100000 && !weft::sync_test(sync, &r); ++i) weft::progress_x().device(d)();
+  EXPECT_TRUE(r.error.is_done());
+  weft::free_comp(&sync);
+  EXPECT_EQ(got, 7);
+  weft::free_comp(&cq);
+  weft::free_matching_engine(&e);
+  weft::free_device(&d);
+  weft::free_packet_pool(&pool);
+  weft::free_runtime(&rt);
+}
