@@ -104,6 +104,7 @@ struct rcomp_args {
   comp_t comp;
   runtime_t runtime;
   bool packet_delivery = false;
+  std::optional<allocator_t> allocator;
 };
 WEFT_API rcomp_t register_rcomp_impl(const rcomp_args& a);
 struct upacket_args {
@@ -192,6 +193,8 @@ class register_rcomp_x {
   // Deliver active messages that fit in a packet in a packet (return it with put_upacket)
   // instead of a malloc'd buffer: no allocation on the receive path.
   WEFT_OFF_ARG(bool, packet_delivery)
+  // The allocator of this handle's arriving messages (default: the runtime's, set_allocator).
+  WEFT_OFF_ARG(allocator_t, allocator)
   rcomp_t operator()() const { return detail::register_rcomp_impl(a_); }
   rcomp_t call() const { return (*this)(); }
 };

@@ -168,6 +168,19 @@ struct packet_pool_t {
   WEFT_API size_t get_attr_packet_size() const;
   WEFT_API size_t get_attr_npackets() const;
 };
+// Where the buffers of arriving active messages come from (LCI v2's set_allocator): a
+// runtime that frees them with its own allocator sets it once, and Weft allocates them
+// there instead of with malloc. `allocate` returns `size` bytes or nullptr (no memory: the
+// message is refused as malloc failing would be, error_nomem at the sender for a
+// rendezvous one, back-pressure for an eager one); `deallocate` takes back a buffer Weft
+// allocated but could not deliver (a dead sender, a full queue). Both get `ctx`. Empty
+// (allocate == nullptr): malloc and free.
+struct allocator_t {
+  void* (*allocate)(size_t size, void* ctx) = nullptr;
+  void (*deallocate)(void* buf, void* ctx) = nullptr;
+  void* ctx = nullptr;
+};
+
 // A remote completion handle: an index valid on every rank that registered the same
 // sequence of completion objects (registration is collective and ordered).
 using rcomp_t = uint32_t;

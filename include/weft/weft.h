@@ -263,6 +263,23 @@ WEFT_C_API int weft_register_rcomp(weft_comp_t comp, weft_rcomp_t* rcomp);
 /* packet_delivery: deliver active messages that fit in a packet in one (put_upacket it). */
 WEFT_C_API int weft_register_rcomp_x(weft_comp_t comp, weft_runtime_t runtime, int packet_delivery,
                                      weft_rcomp_t* rcomp);
+/* Where arriving active messages' buffers come from (docs/api.md, "For runtime authors"):
+   allocate returns size bytes or NULL; deallocate takes back a buffer Weft could not
+   deliver; both get ctx. allocate NULL: malloc and free. */
+typedef struct {
+  void* (*allocate)(size_t size, void* ctx);
+  void (*deallocate)(void* buf, void* ctx);
+  void* ctx;
+} weft_allocator_t;
+/* The allocator for every remote completion `runtime` (NULL: the global one) registers from
+   now on without its own; NULL restores malloc. WEFT_ERR_USAGE when only one function is
+   given. */
+WEFT_C_API int weft_set_allocator(weft_runtime_t runtime, const weft_allocator_t* allocator);
+/* weft_register_rcomp_x with the allocator of this handle's arriving messages (NULL: the
+   runtime's). */
+WEFT_C_API int weft_register_rcomp_allocator(weft_comp_t comp, weft_runtime_t runtime,
+                                             int packet_delivery, const weft_allocator_t* allocator,
+                                             weft_rcomp_t* rcomp);
 /* Withdraws a remote completion handle; messages naming it later are refused. Either order
    works: weft_free_comp releases every handle to the object, and deregistering a handle
    already released does nothing; only a handle the runtime never gave out is refused. */

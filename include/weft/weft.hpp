@@ -131,6 +131,11 @@ WEFT_API void free_comp(comp_t* comp);
 inline rcomp_t register_rcomp(comp_t comp) {
   return register_rcomp_x(comp)();
 }
+// The allocator of arriving active messages' buffers for every remote completion the runtime
+// registers from now on without one of its own (register_rcomp_x(...).allocator(a)); an
+// empty allocator_t restores malloc. A buffer so delivered is the program's to free with
+// its own allocator (put_upacket would use std::free).
+WEFT_API void set_allocator(allocator_t allocator, runtime_t runtime = {});
 // Withdraws a remote completion handle; messages that name it later are refused. Freeing
 // works in either order: free_comp releases every handle to the object, and deregistering a
 // handle already released is a no-op; only a handle the runtime never gave out is refused.

@@ -405,6 +405,20 @@ int weft_free_comp(weft_comp_t* comp) {
 int weft_register_rcomp(weft_comp_t comp, weft_rcomp_t* rcomp) {
   return weft_register_rcomp_x(comp, nullptr, 0, rcomp);
 }
+static allocator_t allocator_of(const weft_allocator_t* a) {
+  return a ? allocator_t{a->allocate, a->deallocate, a->ctx} : allocator_t{};
+}
+int weft_set_allocator(weft_runtime_t runtime, const weft_allocator_t* allocator) {
+  return guard([&] { set_allocator(allocator_of(allocator), rt(runtime)); });
+}
+int weft_register_rcomp_allocator(weft_comp_t comp, weft_runtime_t runtime, int packet_delivery,
+                                  const weft_allocator_t* allocator, weft_rcomp_t* rcomp) {
+  return guard([&] {
+    auto x = register_rcomp_x(cmp(comp)).runtime(rt(runtime)).packet_delivery(packet_delivery != 0);
+    if (allocator) x.allocator(allocator_of(allocator));
+    *need(rcomp, "register_rcomp", "rcomp") = x();
+  });
+}
 int weft_register_rcomp_x(weft_comp_t comp, weft_runtime_t runtime, int packet_delivery,
                           weft_rcomp_t* rcomp) {
   return guard([&] {

@@ -63,8 +63,9 @@ uint64_t device_t::get_counter(counter_t c) const {
   if (int(c) < 0 || c >= counter_t::count)
     util::fail("get_counter", "counter", std::to_string(int(c)),
                "not a counter (there are " + std::to_string(int(counter_t::count)) + ")");
-  const device_impl* d = p ? util::live(p, "get_counter", "device")
-                           : resolve_runtime(runtime_t{}, "get_counter")->device_or_fail("get_counter");
+  const device_impl* d =
+      p ? util::live(p, "get_counter", "device")
+        : resolve_runtime(runtime_t{}, "get_counter")->device_or_fail("get_counter");
   return d->counters.read(c);
 }
 const char* get_counter_name(counter_t c) {
@@ -214,7 +215,11 @@ rcomp_t register_rcomp_impl(const rcomp_args& a) {
   if (!a.comp.p)
     util::fail("register_rcomp", "comp", "empty", "register an allocated completion object");
   comp_impl* c = util::live(a.comp.p, "register_rcomp", "comp");
-  return resolve_runtime(a.runtime, "register_rcomp")->register_rcomp(c, a.packet_delivery);
+  if (a.allocator && !a.allocator->allocate != !a.allocator->deallocate)
+    util::fail("register_rcomp", "allocator", "half set",
+               "give both allocate and deallocate, or neither (malloc and free)");
+  return resolve_runtime(a.runtime, "register_rcomp")
+      ->register_rcomp(c, a.packet_delivery, a.allocator ? &*a.allocator : nullptr);
 }
 
 void* get_upacket_impl(const upacket_args& a) {
@@ -292,6 +297,15 @@ void free_comp(comp_t* comp) {
   });
   delete c;
   comp->p = nullptr;
+}
+
+void set_allocator(allocator_t allocator, runtime_t runtime) {
+  if (!allocator.allocate != !allocator.deallocate)
+    util::fail("set_allocator", "allocator", "half set",
+               "give both allocate and deallocate, or neither (malloc and free)");
+  runtime_impl* rt = resolve_runtime(runtime, "set_allocator");
+  std::lock_guard<std::mutex> g(rt->registry_lock());
+  rt->allocator = allocator;
 }
 
 void deregister_rcomp(rcomp_t rcomp, runtime_t runtime) {

@@ -43,7 +43,7 @@ device_impl::~device_impl() {
       else
         std::free(q.buf);
     } else if (q.kind() == req_kind::rdv_recv && q.is_am) {
-      std::free(q.buf);
+      q.am_target->deallocate(q.buf);
     }
   }
 }

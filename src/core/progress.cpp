@@ -236,7 +236,8 @@ bool device_impl::deliver_am(int rank, const wire_header& h, const char* data, s
   s.size = size;
   // A small message for a completion queue waits in its entry.
   comp_impl* c = e->comp;
-  if (size <= cq_inline_max && !e->packet_delivery && c->kind == comp_kind::cq) {
+  if (size <= cq_inline_max && !e->packet_delivery && c->kind == comp_kind::cq &&
+      !e->alloc.allocate) {
     if (!static_cast<cq_impl*>(c)->signal_inline(s, data, size)) return false;
     counters.add_two(counter_t::received_eager, counter_t::bytes_received, size);
     return true;
@@ -244,7 +245,7 @@ bool device_impl::deliver_am(int rank, const wire_header& h, const char* data, s
   void* buf = nullptr;
   const bool packet = e->packet_delivery && size <= pool->packet_size();
   if (packet) buf = pool->get();
-  if (!buf) buf = std::malloc(size ? size : 1);
+  if (!buf) buf = e->allocate(size);
   if (!buf) return false;
   util::small_copy(buf, data, size);
   s.buf = buf;
@@ -255,7 +256,7 @@ bool device_impl::deliver_am(int rank, const wire_header& h, const char* data, s
   if (packet && pool->owns(buf))
     pool->put(buf);
   else
-    std::free(buf);
+    e->deallocate(buf);
   return false;
 }
 
@@ -450,7 +451,7 @@ void device_impl::fail_peer(int rank) {
     if (q->is_am && q->kind() == req_kind::rdv_recv) {
       // An active message that never arrived: nobody waits for it, drop its buffer.
       if (q->counted) q->comp->pending.fetch_sub(1, std::memory_order_relaxed);
-      std::free(q->buf);
+      q->am_target->deallocate(q->buf);
       q->dev->slab.free(q);
       return;
     }

@@ -59,7 +59,7 @@ bool device_impl::arrive_rts(int rank, const wire_header& h, const rts_body& b) 
     request* r = slab.alloc_user(this);
     if (!r) return false;
     // The buffer can be any size: when it cannot be had, the sender learns at once.
-    void* buf = std::malloc(b.size ? b.size : 1);
+    void* buf = e->allocate(b.size);
     if (!buf) {
       slab.free(r);
       refuse(errorcode_t::error_nomem, "cannot take a rendezvous active message of " +
@@ -67,6 +67,7 @@ bool device_impl::arrive_rts(int rank, const wire_header& h, const rts_body& b) 
       return true;
     }
     r->is_am = true;
+    r->am_target = e;
     r->rank = rank;
     r->tag = h.tag;
     r->buf = buf;

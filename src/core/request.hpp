@@ -18,6 +18,7 @@ namespace weft::impl {
 class device_impl;
 class comp_impl;
 class packet_pool_impl;
+struct rcomp_entry;
 
 enum class req_kind : uint8_t {
   free_,
@@ -47,7 +48,8 @@ struct request : match_entry {
   comp_impl* comp = nullptr;
   void* user_context = nullptr;
   uint64_t peer_req = 0;
-  packet_pool_impl* pool = nullptr;  // unexpected data held in a packet of this pool
+  packet_pool_impl* pool = nullptr;        // unexpected data held in a packet of this pool
+  const rcomp_entry* am_target = nullptr;  // rdv_recv active message: its buffer's allocator
   device_impl* dev = nullptr;
 };
 

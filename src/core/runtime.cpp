@@ -126,8 +126,8 @@ void runtime_impl::check_agreement() {
            "wire_version=%u packet_size=%zu eager_size=%zu inject_size=%zu alloc_defaults=%d "
            "backend=%s net_backend=%s",
            unsigned(wire_version), attr.packet_size, attr.eager_size, attr.inject_size,
-           int(attr.alloc_defaults),
-           util::get_text(util::setting::backend).c_str(), net::network_backend_name().c_str());
+           int(attr.alloc_defaults), util::get_text(util::setting::backend).c_str(),
+           net::network_backend_name().c_str());
   boot->check_agreement("cfg-" + std::to_string(id), mine, "g_runtime_init", "settings", "");
 }
 
@@ -288,9 +288,10 @@ void runtime_impl::free_engine(matching_engine_impl* e) {
   delete e;
 }
 
-rcomp_t runtime_impl::register_rcomp(comp_impl* c, bool packet_delivery) {
+rcomp_t runtime_impl::register_rcomp(comp_impl* c, bool packet_delivery, const allocator_t* alloc) {
   std::lock_guard<std::mutex> g(lock_);
-  rcomp_storage_.push_back(std::make_unique<rcomp_entry>(rcomp_entry{c, packet_delivery}));
+  rcomp_storage_.push_back(
+      std::make_unique<rcomp_entry>(rcomp_entry{c, packet_delivery, alloc ? *alloc : allocator}));
   return rcomp_t(rcomps_.push_back(rcomp_storage_.back().get()));
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -39,6 +40,17 @@ struct mr_impl {
 struct rcomp_entry {
   comp_impl* comp;
   bool packet_delivery;
+  allocator_t alloc;  // of arriving messages' buffers; empty: malloc
+  // A buffer for an arriving message of `size` bytes (nullptr: none now), and its return.
+  void* allocate(size_t size) const {
+    return alloc.allocate ? alloc.allocate(size, alloc.ctx) : std::malloc(size ? size : 1);
+  }
+  void deallocate(void* buf) const {
+    if (alloc.allocate)
+      alloc.deallocate(buf, alloc.ctx);
+    else
+      std::free(buf);
+  }
 };
 
 // Matching engine ids on the wire: 0 is Weft's own (barrier), 1 the default.
@@ -62,7 +74,9 @@ class runtime_impl {
   matching_engine_impl* alloc_engine(size_t nbuckets, make_key_fn_t fn);
   void free_engine(matching_engine_impl* e);
 
-  rcomp_t register_rcomp(comp_impl* c, bool packet_delivery);
+  rcomp_t register_rcomp(comp_impl* c, bool packet_delivery, const allocator_t* alloc);
+  allocator_t allocator;  // set_allocator: for registrations without their own (under lock_)
+  std::mutex& registry_lock() { return lock_; }
   void deregister_rcomp(rcomp_t r);
   rcomp_entry* rcomp(uint32_t r) const { return rcomps_.get(r); }
   size_t rcomp_count() const { return rcomps_.size(); }
@@ -105,8 +119,7 @@ class runtime_impl {
       return default_pool;
     no_default(call, "packet_pool");
   }
-  [[noreturn, gnu::cold, gnu::noinline]] static void no_default(const char* call,
-                                                                 const char* what);
+  [[noreturn, gnu::cold, gnu::noinline]] static void no_default(const char* call, const char* what);
 
   device_impl* default_device = nullptr;
   packet_pool_impl* default_pool = nullptr;

@@ -24,6 +24,17 @@ static int failures = 0, checks = 0, me = -1;
 #define REFUSED(call, part) \
   CHECK((call) == WEFT_ERR_USAGE && strstr(weft_last_error(), (part)) != NULL)
 
+/* The program's own allocator for arriving active messages: counts what it has out. */
+static int c_allocations = 0;
+static void* c_allocate(size_t size, void* ctx) {
+  ++*(int*)ctx;
+  return malloc(size ? size : 1);
+}
+static void c_deallocate(void* buf, void* ctx) {
+  --*(int*)ctx;
+  free(buf);
+}
+
 static double now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -388,6 +399,33 @@ int main(void) {
     OK(weft_free_comp(&q));
     OK(weft_deregister_rcomp(rq, NULL));
     REFUSED(weft_deregister_rcomp(WEFT_RCOMP_NULL, NULL), "rcomp");
+  }
+  /* An allocator for arriving active messages, per handle: the buffer comes from it. */
+  {
+    weft_comp_t q = NULL;
+    weft_rcomp_t rq = WEFT_RCOMP_NULL;
+    weft_allocator_t a = {c_allocate, c_deallocate, &c_allocations};
+    weft_allocator_t half = {c_allocate, NULL, NULL};
+    OK(weft_alloc_cq(&q));
+    REFUSED(weft_set_allocator(NULL, &half), "allocator");
+    OK(weft_register_rcomp_allocator(q, NULL, 0, &a, &rq));
+    OK(weft_barrier()); /* every rank registered before the first message */
+    char hello[40] = "allocated by the program";
+    weft_status_t st;
+    do {
+      OK(weft_post_am(me, hello, sizeof(hello), NULL, rq, &st));
+      weft_progress();
+    } while (WEFT_IS_RETRY(st.errorcode));
+    double start = now();
+    do {
+      weft_progress();
+      OK(weft_cq_pop(q, &st));
+      deadline_check(start, "an active message with the program's allocator");
+    } while (st.errorcode == WEFT_RETRY);
+    CHECK(st.size == sizeof(hello) && strcmp((char*)st.buf, hello) == 0);
+    CHECK(c_allocations == 1);
+    c_deallocate(st.buf, &c_allocations);
+    OK(weft_free_comp(&q));
   }
   OK(weft_barrier());
   OK(weft_free_comp(&handler));

@@ -779,3 +779,75 @@ TEST_F(Api, ARuntimeWithoutDefaultsNumbersItsOwnResources) {
   weft::free_packet_pool(&pool);
   weft::free_runtime(&rt);
 }
+
+namespace {
+// An allocator that knows every buffer it gave out, as a runtime's own would.
+struct counting_allocator {
+  std::vector<void*> live;
+  int allocated = 0, deallocated = 0;
+  static void* allocate(size_t size, void* ctx) {
+    auto* self = static_cast<counting_allocator*>(ctx);
+    void* p = std::malloc(size ? size : 1);
+    self->live.push_back(p);
+    ++self->allocated;
+    return p;
+  }
+  static void deallocate(void* p, void* ctx) {
+    auto* self = static_cast<counting_allocator*>(ctx);
+    self->live.erase(std::find(self->live.begin(), self->live.end(), p));
+    ++self->deallocated;
+    std::free(p);
+  }
+  bool gave(void* p) const { return std::find(live.begin(), live.end(), p) != live.end(); }
+};
+}  // namespace
+
+// Arriving active messages' buffers come from the allocator given at registration (or the
+// runtime's, set_allocator), for every protocol: small, eager and rendezvous.
+TEST_F(Api, ActiveMessageBuffersComeFromTheAllocator) {
+  counting_allocator mine, runtimes;
+  weft::set_allocator({counting_allocator::allocate, counting_allocator::deallocate, &runtimes});
+  weft::comp_t cq = weft::alloc_cq();
+  weft::rcomp_t own = weft::register_rcomp_x(cq).allocator(
+      {counting_allocator::allocate, counting_allocator::deallocate, &mine})();
+  weft::rcomp_t inherited = weft::register_rcomp(cq);
+  weft::set_allocator({});  // later registrations: malloc again
+  weft::rcomp_t plain = weft::register_rcomp(cq);
+  std::vector<char> big(100000, 'r');
+  const size_t sizes[] = {8, 1000, big.size()};
+  weft::comp_t sent = weft::alloc_cq();
+  int pending = 0;
+  for (weft::rcomp_t rc : {own, inherited, plain})
+    for (size_t n : sizes) {
+      weft::status_t s = weft::post_am(0, big.data(), n, sent, rc);
+      ASSERT_FALSE(s.error.is_retry());
+      pending += s.error.is_posted();
+    }
+  int got = 0;
+  for (int i = 0; i < 100000 && (got < 9 || pending); ++i) {
+    weft::progress();
+    if (weft::cq_pop(sent).error.is_done()) --pending;
+    weft::status_t s = weft::cq_pop(cq);
+    if (!s.error.is_done()) continue;
+    ++got;
+    EXPECT_EQ(static_cast<char*>(s.buf)[s.size - 1], 'r');
+    if (mine.gave(s.buf)) {
+      counting_allocator::deallocate(s.buf, &mine);
+    } else if (runtimes.gave(s.buf)) {
+      counting_allocator::deallocate(s.buf, &runtimes);
+    } else {
+      std::free(s.buf);
+    }
+  }
+  EXPECT_EQ(got, 9);
+  EXPECT_EQ(mine.allocated, 3);
+  EXPECT_EQ(runtimes.allocated, 3);
+  EXPECT_EQ(mine.deallocated, 3);
+  EXPECT_EQ(runtimes.deallocated, 3);
+  EXPECT_EQ(refused_argument([] {
+              weft::set_allocator({counting_allocator::allocate, nullptr, nullptr});
+            }),
+            "allocator");
+  weft::free_comp(&cq);
+  weft::free_comp(&sent);
+}
