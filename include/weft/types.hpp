@@ -168,6 +168,19 @@ struct packet_pool_t {
   WEFT_API size_t get_attr_packet_size() const;
   WEFT_API size_t get_attr_npackets() const;
 };
+// A completion object of the program's own kind (a task runtime's own future or event):
+// subclass it, allocate it as the program likes, and hand it to alloc_custom_comp; Weft
+// then signals it like its own objects, through one virtual call, allocating nothing.
+// signal() runs on the signalling thread (inside progress or a post) and must neither
+// block nor throw; it returns false when the object cannot take the status now, and Weft
+// keeps the status in the device's backlog and signals again later (back-pressure, as a
+// full queue gives). The object must outlive its comp_t (free_comp first).
+class custom_comp {
+ public:
+  virtual ~custom_comp() = default;
+  virtual bool signal(const status_t& status) = 0;
+};
+
 // Where the buffers of arriving active messages come from (LCI v2's set_allocator): a
 // runtime that frees them with its own allocator sets it once, and Weft allocates them
 // there instead of with malloc. `allocate` returns `size` bytes or nullptr (no memory: the

@@ -255,6 +255,15 @@ WEFT_C_API int weft_alloc_cq_x(weft_runtime_t runtime, size_t depth, weft_comp_t
 WEFT_C_API int weft_alloc_sync(size_t threshold, weft_comp_t* sync);
 /* The handler runs on the thread that progresses; `arg` is passed back. */
 WEFT_C_API int weft_alloc_handler(weft_handler_fn_t fn, void* arg, weft_comp_t* handler);
+typedef struct {
+  int (*signal)(weft_status_t status, void* ctx);
+  void* ctx;
+} weft_comp_ops_t;
+/* A completion object of the program's own kind: `signal` runs on the signalling thread
+   (inside progress or a post) with each status and ctx, must not block, and returns 1 when
+   it took the status or 0 when it cannot now (Weft signals again later, from the backlog).
+   The table is copied. */
+WEFT_C_API int weft_alloc_custom_comp(const weft_comp_ops_t* ops, weft_comp_t* comp);
 /* Frees a completion object and sets *comp to NULL; WEFT_ERR_USAGE while operations that
    will signal it are pending. */
 WEFT_C_API int weft_free_comp(weft_comp_t* comp);

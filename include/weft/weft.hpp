@@ -122,6 +122,9 @@ inline comp_t alloc_sync() {
 inline comp_t alloc_handler(handler_fn_t fn) {
   return alloc_handler_x(std::move(fn))();
 }
+// A completion handle for the program's own completion object `c` (see custom_comp); Weft
+// does not own `c`: free_comp frees the handle, the program its object.
+WEFT_API comp_t alloc_custom_comp(custom_comp* c);
 // Frees a completion object and empties *comp; throws while operations that will signal it
 // are pending.
 WEFT_API void free_comp(comp_t* comp);

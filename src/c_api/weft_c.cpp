@@ -388,6 +388,28 @@ int weft_alloc_sync(size_t threshold, weft_comp_t* sync) {
   return guard(
       [&] { *need(sync, "alloc_sync", "sync") = c_comp(alloc_sync_x().threshold(threshold)()); });
 }
+namespace {
+// A C program's own completion object: its table, called through one virtual call.
+class c_custom_comp final : public impl::comp_impl {
+ public:
+  explicit c_custom_comp(const weft_comp_ops_t& ops)
+      : comp_impl(impl::comp_kind::custom), ops_(ops) {}
+  bool signal(const status_t& s) override { return ops_.signal(to_c(s), ops_.ctx) != 0; }
+
+ private:
+  const weft_comp_ops_t ops_;
+};
+}  // namespace
+
+int weft_alloc_custom_comp(const weft_comp_ops_t* ops, weft_comp_t* comp) {
+  return guard([&] {
+    need(comp, "alloc_custom_comp", "comp");
+    if (!need(ops, "alloc_custom_comp", "ops")->signal)
+      throw fatal_error("alloc_custom_comp", "ops->signal", "NULL", "the table needs signal");
+    *comp = c_comp(comp_t{util::tagged(static_cast<impl::comp_impl*>(new c_custom_comp(*ops)))});
+  });
+}
+
 int weft_alloc_handler(weft_handler_fn_t fn, void* arg, weft_comp_t* handler) {
   return guard([&] {
     need(handler, "alloc_handler", "handler");

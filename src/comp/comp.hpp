@@ -16,7 +16,7 @@
 
 namespace weft::impl {
 
-enum class comp_kind : uint8_t { sync, cq, handler, graph, internal };
+enum class comp_kind : uint8_t { sync, cq, handler, graph, internal, custom };
 
 class comp_impl {
  public:
@@ -123,6 +123,16 @@ class handler_impl final : public comp_impl {
 
  private:
   handler_fn_t fn_;
+};
+
+// The program's own completion object behind a handle: one more virtual call.
+class custom_comp_impl final : public comp_impl {
+ public:
+  explicit custom_comp_impl(custom_comp* c) : comp_impl(comp_kind::custom), c_(c) {}
+  bool signal(const status_t& s) override { return c_->signal(s); }
+
+ private:
+  custom_comp* const c_;
 };
 
 }  // namespace weft::impl

@@ -206,6 +206,16 @@ comp_t alloc_sync_impl(const comp_args& a) {
                                               [&] { return new sync_impl(a.threshold); }))};
 }
 
+}  // namespace detail
+
+comp_t alloc_custom_comp(custom_comp* c) {
+  if (!c) util::fail("alloc_custom_comp", "comp", "nullptr", "give the program's object");
+  return comp_t{util::tagged(static_cast<comp_impl*>(
+      util::allocating("alloc_custom_comp", "comp", 1, [&] { return new custom_comp_impl(c); })))};
+}
+
+namespace detail {
+
 comp_t alloc_handler_impl(const comp_args& a) {
   if (!a.fn) util::fail("alloc_handler", "fn", "empty", "a handler needs a function");
   return comp_t{util::tagged(static_cast<comp_impl*>(new handler_impl(a.fn)))};

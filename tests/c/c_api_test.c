@@ -35,6 +35,20 @@ static void c_deallocate(void* buf, void* ctx) {
   free(buf);
 }
 
+/* The program's own completion object: refuses its first signal, then records. */
+static struct { int refused, taken, last; } c_own;
+static int c_own_signal(weft_status_t s, void* ctx) {
+  (void)ctx;
+  if (c_own.refused == 0) {
+    ++c_own.refused;
+    return 0;
+  }
+  ++c_own.taken;
+  c_own.last = s.size == sizeof(int) ? *(int*)s.buf : -1;
+  free(s.buf);
+  return 1;
+}
+
 static double now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -426,6 +440,30 @@ int main(void) {
     CHECK(c_allocations == 1);
     c_deallocate(st.buf, &c_allocations);
     OK(weft_free_comp(&q));
+  }
+  /* The program's own completion object, by a table: it refuses once, then takes each. */
+  {
+    weft_comp_t own = NULL;
+    weft_rcomp_t ro = WEFT_RCOMP_NULL;
+    weft_comp_ops_t ops = {c_own_signal, &c_own};
+    weft_comp_ops_t empty = {NULL, NULL};
+    REFUSED(weft_alloc_custom_comp(&empty, &own), "signal");
+    OK(weft_alloc_custom_comp(&ops, &own));
+    OK(weft_register_rcomp(own, &ro));
+    OK(weft_barrier());
+    int value = 77;
+    weft_status_t st;
+    do {
+      OK(weft_post_am(me, &value, sizeof(value), NULL, ro, &st));
+      weft_progress();
+    } while (WEFT_IS_RETRY(st.errorcode));
+    double start = now();
+    while (c_own.taken == 0) {
+      weft_progress();
+      deadline_check(start, "a signal of the program's own completion object");
+    }
+    CHECK(c_own.taken == 1 && c_own.refused == 1 && c_own.last == 77);
+    OK(weft_free_comp(&own));
   }
   OK(weft_barrier());
   OK(weft_free_comp(&handler));

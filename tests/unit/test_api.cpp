@@ -851,3 +851,51 @@ TEST_F(Api, ActiveMessageBuffersComeFromTheAllocator) {
   weft::free_comp(&cq);
   weft::free_comp(&sent);
 }
+
+namespace {
+// A runtime's own completion type: refuses its first signals (as a full structure of its
+// own would), then records each value once.
+struct refusing_comp final : weft::custom_comp {
+  std::vector<int> got;
+  int refusals = 3, signals = 0;
+  bool signal(const weft::status_t& s) override {
+    ++signals;
+    if (refusals > 0) {
+      --refusals;
+      return false;
+    }
+    got.push_back(s.buf && s.size == sizeof(int) ? *static_cast<int*>(s.buf) : -1);
+    if (s.size == sizeof(int)) std::free(s.buf);
+    return true;
+  }
+};
+}  // namespace
+
+// The program's own completion object takes active messages and local completions; one it
+// refuses comes again (from the backend or the backlog), exactly once when taken.
+TEST_F(Api, CustomCompletionObjectsAreSignalledAndMayRefuse) {
+  refusing_comp mine;
+  weft::comp_t c = weft::alloc_custom_comp(&mine);
+  weft::rcomp_t rc = weft::register_rcomp(c);
+  for (int i = 0; i < 10; ++i)
+    while (weft::post_am(0, &i, sizeof(i), weft::comp_t{}, rc).error.is_retry()) weft::progress();
+  for (int i = 0; i < 10000 && mine.got.size() < 10; ++i) weft::progress();
+  ASSERT_EQ(mine.got.size(), 10u);
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(mine.got[size_t(i)], i);
+  EXPECT_EQ(mine.signals, 13);  // three refused, each offered again
+  // A rendezvous send's local completion, refused once, comes from the backlog.
+  mine.got.clear();
+  mine.refusals = 1;
+  std::vector<char> out(100000, 'c'), in(100000);
+  weft::comp_t sync = weft::alloc_sync();
+  weft::status_t r = weft::post_recv(0, in.data(), in.size(), 9, sync);
+  weft::status_t s = weft::post_send(0, out.data(), out.size(), 9, c);
+  ASSERT_TRUE(s.error.is_posted());
+  for (int i = 0; i < 100000 && (mine.got.empty() || !weft::sync_test(sync, &r)); ++i)
+    weft::progress();
+  EXPECT_EQ(mine.got.size(), 1u);
+  EXPECT_EQ(in[99999], 'c');
+  EXPECT_EQ(refused_argument([] { weft::alloc_custom_comp(nullptr); }), "comp");
+  weft::free_comp(&sync);
+  weft::free_comp(&c);
+}
