@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
         request& a = reqs[size_t(2 * t)];
         request& b = reqs[size_t(2 * t + 1)];
         for (long i = 0; i < ops; ++i) {
-          uint64_t key = me.make_key(t, tag_t(i), matching_policy_t::rank_tag);
+          const match_key key = me.make_key(t, tag_t(i), matching_policy_t::rank_tag);
           a.key = b.key = key;
           a.policy = b.policy = me.stored_policy(matching_policy_t::rank_tag);
           a.type = entry_type::send;

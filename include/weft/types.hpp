@@ -32,9 +32,10 @@ struct mr_impl;
 struct graph_node;
 }  // namespace impl
 
-using tag_t = uint32_t;
-// Tags use the full 32 bits: every value 0..max_tag is a user tag.
-inline constexpr tag_t max_tag = UINT32_MAX;
+using tag_t = uint64_t;
+// Tags are 64 bits, as task runtimes use (LCW, HPX): every value 0..max_tag is a user tag.
+// The wire carries them in the 16-byte header at no extra cost.
+inline constexpr tag_t max_tag = UINT64_MAX;
 // Largest message or transfer Weft accepts (128 TiB, beyond any user address range).
 inline constexpr size_t max_msg_size = size_t(1) << 47;
 

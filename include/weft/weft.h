@@ -93,7 +93,7 @@ typedef uint32_t weft_rcomp_t;
 typedef struct {
   int errorcode; /* weft_errorcode_t */
   int rank;
-  uint32_t tag;
+  uint64_t tag;
   void* buf;
   size_t size;
   void* user_context;
@@ -231,7 +231,7 @@ WEFT_C_API int weft_get_upacket(weft_packet_pool_t pool, void** packet);
 /* Returns a packet (or frees a delivered active-message buffer that is not a packet). */
 WEFT_C_API int weft_put_upacket(void* packet);
 
-typedef uint64_t (*weft_make_key_fn_t)(int rank, uint32_t tag, uint8_t policy);
+typedef uint64_t (*weft_make_key_fn_t)(int rank, uint64_t tag, uint8_t policy);
 /* A matching engine of `nbuckets` buckets (0: the runtime's attribute), keys made by
    `make_key` (NULL: Weft's), in *engine; ordered like devices. */
 WEFT_C_API int weft_alloc_matching_engine(weft_runtime_t runtime, size_t nbuckets,
@@ -331,7 +331,7 @@ typedef struct {
   weft_device_t device;
   weft_matching_engine_t matching_engine;
   int matching_policy; /* weft_matching_policy_t; default WEFT_MATCH_RANK_TAG */
-  uint32_t tag;
+  uint64_t tag;
   weft_rcomp_t remote_comp; /* default WEFT_RCOMP_NULL */
   weft_packet_pool_t packet_pool;
   void* user_context;
@@ -356,17 +356,17 @@ WEFT_C_API int weft_post_comm_x(weft_direction_t direction, int rank, void* buf,
                                 weft_status_t* status);
 /* Sends `size` bytes to `rank` with `tag`, matched by a weft_post_recv there; *status:
    WEFT_DONE (eager: the buffer is free), WEFT_POSTED (comp is signalled) or a retry code. */
-WEFT_C_API int weft_post_send(int rank, void* buf, size_t size, uint32_t tag, weft_comp_t comp,
+WEFT_C_API int weft_post_send(int rank, void* buf, size_t size, uint64_t tag, weft_comp_t comp,
                               weft_status_t* status);
 /* The same with optional arguments (NULL: defaults). */
-WEFT_C_API int weft_post_send_x(int rank, void* buf, size_t size, uint32_t tag, weft_comp_t comp,
+WEFT_C_API int weft_post_send_x(int rank, void* buf, size_t size, uint64_t tag, weft_comp_t comp,
                                 const weft_comm_opts_t* opts, weft_status_t* status);
 /* Receives a send from `rank` with `tag` into `buf` (at most `size` bytes, more is
    WEFT_ERROR_TRUNCATED); *status: WEFT_DONE, WEFT_POSTED or a retry code. */
-WEFT_C_API int weft_post_recv(int rank, void* buf, size_t size, uint32_t tag, weft_comp_t comp,
+WEFT_C_API int weft_post_recv(int rank, void* buf, size_t size, uint64_t tag, weft_comp_t comp,
                               weft_status_t* status);
 /* The same with optional arguments (NULL: defaults). */
-WEFT_C_API int weft_post_recv_x(int rank, void* buf, size_t size, uint32_t tag, weft_comp_t comp,
+WEFT_C_API int weft_post_recv_x(int rank, void* buf, size_t size, uint64_t tag, weft_comp_t comp,
                                 const weft_comm_opts_t* opts, weft_status_t* status);
 /* Sends an active message: it arrives at `rank` in a buffer Weft allocates and signals
    the completion object registered there as `remote_comp`; *status as weft_post_send. */
@@ -395,7 +395,7 @@ WEFT_C_API int weft_post_get_x(int rank, void* buf, size_t size, weft_comp_t com
                                weft_status_t* status);
 /* *cancelled = 1 when the receive was removed (its completion gets WEFT_CANCELLED). opts:
  * runtime, device, matching_engine, matching_policy. */
-WEFT_C_API int weft_cancel_recv(int rank, void* buf, uint32_t tag, weft_comp_t comp,
+WEFT_C_API int weft_cancel_recv(int rank, void* buf, uint64_t tag, weft_comp_t comp,
                                 const weft_comm_opts_t* opts, int* cancelled);
 
 /* ---- progress and barrier ----------------------------------------------------------------- */

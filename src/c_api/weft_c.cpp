@@ -544,22 +544,22 @@ int weft_post_comm_x(weft_direction_t direction, int rank, void* buf, size_t siz
                      const weft_comm_opts_t* opts, weft_status_t* status) {
   return post(to_args(direction, rank, buf, size, comp, opts, "post_comm"), status);
 }
-int weft_post_send(int rank, void* buf, size_t size, uint32_t tag, weft_comp_t comp,
+int weft_post_send(int rank, void* buf, size_t size, uint64_t tag, weft_comp_t comp,
                    weft_status_t* status) {
   return weft_post_send_x(rank, buf, size, tag, comp, nullptr, status);
 }
-int weft_post_send_x(int rank, void* buf, size_t size, uint32_t tag, weft_comp_t comp,
+int weft_post_send_x(int rank, void* buf, size_t size, uint64_t tag, weft_comp_t comp,
                      const weft_comm_opts_t* opts, weft_status_t* status) {
   detail::comm_args a = to_args(WEFT_OUT, rank, buf, size, comp, opts, "post_send");
   a.tag = tag;
   a.remote_comp = rcomp_null;
   return post(a, status);
 }
-int weft_post_recv(int rank, void* buf, size_t size, uint32_t tag, weft_comp_t comp,
+int weft_post_recv(int rank, void* buf, size_t size, uint64_t tag, weft_comp_t comp,
                    weft_status_t* status) {
   return weft_post_recv_x(rank, buf, size, tag, comp, nullptr, status);
 }
-int weft_post_recv_x(int rank, void* buf, size_t size, uint32_t tag, weft_comp_t comp,
+int weft_post_recv_x(int rank, void* buf, size_t size, uint64_t tag, weft_comp_t comp,
                      const weft_comm_opts_t* opts, weft_status_t* status) {
   detail::comm_args a = to_args(WEFT_IN, rank, buf, size, comp, opts, "post_recv");
   a.tag = tag;
@@ -594,7 +594,7 @@ int weft_post_get_x(int rank, void* buf, size_t size, weft_comp_t comp, uint64_t
                     weft_rmr_t rmr, const weft_comm_opts_t* opts, weft_status_t* status) {
   return post_one_sided(WEFT_IN, rank, buf, size, comp, remote_disp, rmr, opts, "post_get", status);
 }
-int weft_cancel_recv(int rank, void* buf, uint32_t tag, weft_comp_t comp,
+int weft_cancel_recv(int rank, void* buf, uint64_t tag, weft_comp_t comp,
                      const weft_comm_opts_t* opts, int* cancelled) {
   return guard([&] {
     need(cancelled, "cancel_recv", "cancelled");

@@ -128,7 +128,7 @@ status_t device_impl::post_out(const comm_args& a) {
   const bool am = a.remote_comp != rcomp_null;
   wire_header h{};
   h.version = wire_version;
-  h.tag = a.tag;
+  h.set_tag(a.tag);
   if (am) {
     if (a.remote_comp >= rt.rcomp_count()) refuse_post(a);
     h.type = uint8_t(msg_type::eager_am);
@@ -236,7 +236,7 @@ status_t device_impl::post_rma(const comm_args& a) {
   if (a.remote_comp != rcomp_null) {
     note.type = uint8_t(put ? note_type::put : note_type::get);
     note.rcomp = a.remote_comp;
-    note.tag = a.tag;
+    note.set_tag(a.tag);
     note.addr = a.note_whole ? a.note_addr : addr;
     note.size = a.note_whole ? a.note_size : a.size;
     note_len = sizeof(note);
@@ -262,7 +262,7 @@ status_t device_impl::post_rma(const comm_args& a) {
 // cannot keep their receives out.
 status_t device_impl::post_in(const comm_args& a) {
   auto* e = a.matching_engine.p ? a.matching_engine.p : rt.engine_or_fail(a.call_name);
-  const uint64_t key = e->make_key(a.rank, a.tag, a.matching_policy);
+  const match_key key = e->make_key(a.rank, a.tag, a.matching_policy);
   const uint8_t pol = e->stored_policy(a.matching_policy);
   const recv_side mine{a.local_buffer, a.size, a.local_comp.p, a.user_context, false};
   // A receive from a peer known dead takes what it sent before it died, and is otherwise
@@ -342,7 +342,7 @@ status_t device_impl::match_arrived(const recv_side& recv, request* u, const com
 
 bool device_impl::cancel(const comm_args& a) {
   auto* e = a.matching_engine.p ? a.matching_engine.p : rt.engine_or_fail(a.call_name);
-  const uint64_t key = e->make_key(a.rank, a.tag, a.matching_policy);
+  const match_key key = e->make_key(a.rank, a.tag, a.matching_policy);
   auto* m = e->remove_if(key, e->stored_policy(a.matching_policy), [&](match_entry* x) {
     auto* r = static_cast<request*>(x);
     return r->type == entry_type::recv && r->buf == a.local_buffer && r->comp == a.local_comp.p;

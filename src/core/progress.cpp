@@ -232,7 +232,7 @@ bool device_impl::deliver_am(int rank, const wire_header& h, const char* data, s
   status_t s;
   s.error = errorcode_t::done;
   s.rank = rank;
-  s.tag = h.tag;
+  s.tag = h.tag();
   s.size = size;
   // A small message for a completion queue waits in its entry.
   comp_impl* c = e->comp;
@@ -273,7 +273,7 @@ bool device_impl::arrive_send(int rank, const wire_header& h, const char* data, 
     return true;
   }
   const auto policy = matching_policy_t(h.policy);
-  const uint64_t key = e->make_key(rank, h.tag, policy);
+  const match_key key = e->make_key(rank, h.tag(), policy);
   const uint8_t pol = e->stored_policy(policy);
   if (auto* r = static_cast<request*>(e->take(key, pol, entry_type::recv))) {
     counters.add_two(counter_t::received_eager, counter_t::bytes_received, size);
@@ -282,7 +282,7 @@ bool device_impl::arrive_send(int rank, const wire_header& h, const char* data, 
     status_t s;
     s.error = size > r->size ? errorcode_t::error_truncated : errorcode_t::done;
     s.rank = rank;
-    s.tag = h.tag;
+    s.tag = h.tag();
     s.buf = r->buf;
     s.size = n;
     s.user_context = r->user_context;
@@ -301,7 +301,7 @@ bool device_impl::arrive_send(int rank, const wire_header& h, const char* data, 
   u->policy = pol;
   u->type = entry_type::send;
   u->rank = rank;
-  u->tag = h.tag;
+  u->tag = h.tag();
   u->msg_size = size;
   u->counted = false;
   u->pool = size <= pool->packet_size() ? pool : nullptr;
@@ -379,7 +379,7 @@ bool device_impl::on_remote_notify(int rank, const void* data, size_t len) {
     status_t s;
     s.error = errorcode_t::done;
     s.rank = rank;
-    s.tag = n.tag;
+    s.tag = n.tag();
     s.buf = reinterpret_cast<void*>(n.addr);
     s.size = n.size;
     return !e->comp || signal_comp(e->comp, s);

@@ -69,7 +69,7 @@ bool device_impl::arrive_rts(int rank, const wire_header& h, const rts_body& b) 
     r->is_am = true;
     r->am_target = e;
     r->rank = rank;
-    r->tag = h.tag;
+    r->tag = h.tag();
     r->buf = buf;
     r->size = b.size;
     r->msg_size = b.size;
@@ -98,11 +98,11 @@ bool device_impl::arrive_rts(int rank, const wire_header& h, const rts_body& b) 
   const auto policy = matching_policy_t(h.policy);
   request* u = slab.alloc_user(this);
   if (!u) return false;
-  u->key = e->make_key(rank, h.tag, policy);
+  u->key = e->make_key(rank, h.tag(), policy);
   u->policy = e->stored_policy(policy);
   u->type = entry_type::send;
   u->rank = rank;
-  u->tag = h.tag;
+  u->tag = h.tag();
   u->msg_size = b.size;
   u->peer_req = b.sreq;
   u->counted = false;

@@ -5,9 +5,12 @@
 
 #include <cstdint>
 
+#include "weft/types.hpp"
+
 namespace weft::impl {
 
-inline constexpr uint8_t wire_version = 1;
+// 2: 64-bit tags (the high half in what was reserved).
+inline constexpr uint8_t wire_version = 2;
 
 enum class msg_type : uint8_t {
   eager_send = 1,  // payload follows the header
@@ -23,9 +26,15 @@ struct wire_header {
   uint8_t type;
   uint8_t policy;  // matching policy of a send
   uint8_t flags;
-  uint32_t tag;
+  uint32_t tag_lo;
   uint32_t target;  // remote completion handle (am) or matching engine id (send)
-  uint32_t reserved;
+  uint32_t tag_hi;
+  // The 64-bit tag in two halves: the header stays 16 bytes.
+  void set_tag(tag_t t) {
+    tag_lo = uint32_t(t);
+    tag_hi = uint32_t(t >> 32);
+  }
+  tag_t tag() const { return tag_t(tag_hi) << 32 | tag_lo; }
 };
 static_assert(sizeof(wire_header) == 16);
 
@@ -59,8 +68,13 @@ struct rma_note {
   uint8_t type;
   uint8_t pad[3];
   uint32_t rcomp;
-  uint32_t tag;
-  uint32_t pad2;
+  uint32_t tag_lo;
+  uint32_t tag_hi;
+  void set_tag(tag_t t) {
+    tag_lo = uint32_t(t);
+    tag_hi = uint32_t(t >> 32);
+  }
+  tag_t tag() const { return tag_t(tag_hi) << 32 | tag_lo; }
   uint64_t addr;  // the region's bytes written or read, in the target
   uint64_t size;
 };

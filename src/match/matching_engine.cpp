@@ -11,18 +11,18 @@ matching_engine_impl::matching_engine_impl(uint32_t id, size_t nbuckets, make_ke
       user_fn_(user_fn),
       buckets_(new bucket[mask_ + 1]) {}
 
-uint64_t matching_engine_impl::make_key(int rank, tag_t tag, matching_policy_t policy) const {
-  if (user_fn_) return user_fn_(rank, tag, policy);
+match_key matching_engine_impl::make_key(int rank, tag_t tag, matching_policy_t policy) const {
+  if (user_fn_) return match_key{user_fn_(rank, tag, policy), 0};
   uint64_t r = (policy == matching_policy_t::rank_tag || policy == matching_policy_t::rank_only)
                    ? uint64_t(uint32_t(rank))
                    : 0;
   uint64_t t = (policy == matching_policy_t::rank_tag || policy == matching_policy_t::tag_only)
                    ? uint64_t(tag)
                    : 0;
-  return (r << 32) | t;
+  return match_key{(r << 32) | (t & 0xffffffffu), t >> 32};
 }
 
-match_entry* matching_engine_impl::unlink_first(bucket& b, uint64_t key, uint8_t policy,
+match_entry* matching_engine_impl::unlink_first(bucket& b, const match_key& key, uint8_t policy,
                                                 entry_type want) {
   match_entry* prev = nullptr;
   for (match_entry* e = b.head; e; prev = e, e = e->next) {
@@ -47,7 +47,7 @@ match_entry* matching_engine_impl::insert(match_entry* e) {
   return nullptr;
 }
 
-match_entry* matching_engine_impl::take(uint64_t key, uint8_t policy, entry_type want) {
+match_entry* matching_engine_impl::take(const match_key& key, uint8_t policy, entry_type want) {
   bucket& b = bucket_of(key, policy);
   util::lock_guard<util::spinlock> g(b.lock);
   if (!b.head) return nullptr;

@@ -17,9 +17,16 @@ namespace weft::impl {
 
 enum class entry_type : uint8_t { send = 0, recv = 1 };
 
+// What a send and a receive match on: the source rank and the 64-bit tag as the policy
+// keeps them (rank << 32 | low tag bits, high tag bits), or a user function's key alone.
+struct match_key {
+  uint64_t lo = 0, hi = 0;
+  bool operator==(const match_key& o) const { return lo == o.lo && hi == o.hi; }
+};
+
 struct match_entry {
   match_entry* next = nullptr;
-  uint64_t key = 0;
+  match_key key;
   int rank = -1;  // source rank of a send, expected rank of a receive (or -1)
   entry_type type = entry_type::send;
   uint8_t policy = 0;
@@ -32,16 +39,16 @@ class matching_engine_impl {
 
   uint32_t id() const { return id_; }
   size_t nbuckets() const { return mask_ + 1; }
-  uint64_t make_key(int rank, tag_t tag, matching_policy_t policy) const;
+  match_key make_key(int rank, tag_t tag, matching_policy_t policy) const;
   // The policy stored in entries: keys made by a user function form one class of their own.
   uint8_t stored_policy(matching_policy_t p) const { return user_fn_ ? 0x80 : uint8_t(p); }
 
   match_entry* insert(match_entry* e);
   // Removes and returns a complementary entry without inserting anything.
-  match_entry* take(uint64_t key, uint8_t policy, entry_type want);
+  match_entry* take(const match_key& key, uint8_t policy, entry_type want);
   // Removes the first entry satisfying pred among those with this key.
   template <typename Pred>
-  match_entry* remove_if(uint64_t key, uint8_t policy, Pred&& pred);
+  match_entry* remove_if(const match_key& key, uint8_t policy, Pred&& pred);
   // Removes every receive expecting `rank` (its sender died).
   std::vector<match_entry*> remove_recvs_from(int rank);
   size_t entries() const;
@@ -52,11 +59,13 @@ class matching_engine_impl {
     match_entry* head = nullptr;
     match_entry* tail = nullptr;
   };
-  bucket& bucket_of(uint64_t key, uint8_t policy) {
-    uint64_t h = (key ^ (uint64_t(policy) << 61)) * 0x9E3779B97F4A7C15ull;
+  bucket& bucket_of(const match_key& key, uint8_t policy) {
+    uint64_t h = (key.lo ^ (key.hi * 0xC2B2AE3D27D4EB4Full) ^ (uint64_t(policy) << 61)) *
+                 0x9E3779B97F4A7C15ull;
     return buckets_[(h >> 20) & mask_];
   }
-  static match_entry* unlink_first(bucket& b, uint64_t key, uint8_t policy, entry_type want);
+  static match_entry* unlink_first(bucket& b, const match_key& key, uint8_t policy,
+                                   entry_type want);
 
   uint32_t id_;
   size_t mask_;
@@ -65,7 +74,7 @@ class matching_engine_impl {
 };
 
 template <typename Pred>
-match_entry* matching_engine_impl::remove_if(uint64_t key, uint8_t policy, Pred&& pred) {
+match_entry* matching_engine_impl::remove_if(const match_key& key, uint8_t policy, Pred&& pred) {
   bucket& b = bucket_of(key, policy);
   util::lock_guard<util::spinlock> g(b.lock);
   match_entry* prev = nullptr;

@@ -76,7 +76,7 @@ static weft_status_t finish(weft_status_t s, weft_comp_t sync) {
   if (WEFT_IS_POSTED(s.errorcode)) OK(weft_sync_wait(sync, &s));
   return s;
 }
-static weft_status_t post_send_retry(int rank, void* buf, size_t n, uint32_t tag, weft_comp_t c) {
+static weft_status_t post_send_retry(int rank, void* buf, size_t n, uint64_t tag, weft_comp_t c) {
   weft_status_t s;
   double t0 = now();
   do {
@@ -119,7 +119,7 @@ static void self_gather(const void* send, void* recv, size_t len, void* arg) {
   memcpy(recv, send, len); /* a job of one rank */
   ++*(int*)arg;
 }
-static uint64_t my_key(int rank, uint32_t tag, uint8_t policy) {
+static uint64_t my_key(int rank, uint64_t tag, uint8_t policy) {
   return ((uint64_t)(uint32_t)rank << 32) ^ tag ^ ((uint64_t)policy << 60);
 }
 

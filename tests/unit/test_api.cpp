@@ -49,7 +49,7 @@ TEST_F(Api, AttributesHaveDocumentedDefaultsAndLimits) {
   EXPECT_EQ(rt.get_attr_match_buckets(), 65536u);
   EXPECT_EQ(rt.get_attr_inbox_depth(), 256u);
   EXPECT_EQ(weft::get_default_matching_engine().get_attr_nbuckets(), 65536u);
-  EXPECT_EQ(weft::max_tag, 0xffffffffu);
+  EXPECT_EQ(weft::max_tag, UINT64_MAX);
   EXPECT_EQ(weft::get_default_device().get_attr_index(), 0);
 }
 
@@ -898,4 +898,54 @@ TEST_F(Api, CustomCompletionObjectsAreSignalledAndMayRefuse) {
   EXPECT_EQ(refused_argument([] { weft::alloc_custom_comp(nullptr); }), "comp");
   weft::free_comp(&sync);
   weft::free_comp(&c);
+}
+
+// Tags are 64 bits end to end: a send, an active message and a put's notification carry
+// the high half, and tags equal in their low 32 bits do not match each other.
+TEST_F(Api, TagsAreSixtyFourBits) {
+  const weft::tag_t big = (weft::tag_t(0xfeedu) << 40) | 5, low = 5;
+  static_assert(weft::max_tag == UINT64_MAX);
+  int out = 11, in = 0;
+  weft::comp_t sync = weft::alloc_sync();
+  ASSERT_TRUE(weft::post_send(0, &out, sizeof(out), big, weft::comp_t{}).error.is_done());
+  // Same low half, other tag: no match, not even after progress.
+  weft::status_t miss = weft::post_recv_x(0, &in, sizeof(in), low, sync).allow_posted(false)();
+  for (int i = 0; i < 100 && miss.error.is_retry(); ++i) {
+    weft::progress();
+    miss = weft::post_recv_x(0, &in, sizeof(in), low, sync).allow_posted(false)();
+  }
+  EXPECT_TRUE(miss.error.is_retry());
+  weft::status_t hit = weft::post_recv_x(0, &in, sizeof(in), big, sync).allow_posted(false)();
+  ASSERT_TRUE(hit.error.is_done());
+  EXPECT_EQ(hit.tag, big);
+  EXPECT_EQ(in, 11);
+  // An active message and a put's notification bring the whole tag.
+  weft::comp_t cq = weft::alloc_cq();
+  weft::rcomp_t rc = weft::register_rcomp(cq);
+  ASSERT_TRUE(weft::post_am_x(0, &out, sizeof(out), weft::comp_t{}, rc).tag(big)().error.is_done());
+  std::vector<char> region(4096), src(64, 'p');
+  weft::mr_t mr = weft::register_memory(region.data(), region.size());
+  weft::comp_t put_done = weft::alloc_sync();
+  ASSERT_FALSE(weft::post_put_x(0, src.data(), src.size(), put_done, 128, weft::get_rmr(mr))
+                   .remote_comp(rc)
+                   .tag(big + 1)()
+                   .error.is_retry());
+  std::vector<weft::tag_t> tags;
+  for (int i = 0; i < 100000 && tags.size() < 2; ++i) {
+    weft::progress();
+    weft::status_t s = weft::cq_pop(cq);
+    if (!s.error.is_done()) continue;
+    tags.push_back(s.tag);
+    if (s.size == sizeof(int)) std::free(s.buf);
+  }
+  for (int i = 0; i < 100000 && !weft::sync_test(put_done, nullptr); ++i) weft::progress();
+  ASSERT_EQ(tags.size(), 2u);
+  std::sort(tags.begin(), tags.end());
+  EXPECT_EQ(tags[0], big);
+  EXPECT_EQ(tags[1], big + 1);
+  EXPECT_EQ(region[128], 'p');
+  weft::deregister_memory(&mr);
+  weft::free_comp(&put_done);
+  weft::free_comp(&cq);
+  weft::free_comp(&sync);
 }
