@@ -5,7 +5,7 @@
 #include "bootstrap/pmix.hpp"
 
 #ifdef WEFT_HAVE_PMIX
-#include <pmix.h>
+#include "bootstrap/pmix_lib.hpp"
 
 #include <cstring>
 #include <mutex>

@@ -90,7 +90,11 @@ std::vector<backend_report> describe_backends() {
   std::vector<backend_report> out;
   for (const known_backend& b : backends) {
     backend_report r{b.name, b.make != nullptr, b.needs ? b.needs : "", {}};
-    if (b.probe) b.probe(r.found);
+    try {
+      if (b.probe) b.probe(r.found);
+    } catch (const std::exception& e) {  // its library cannot be loaded here
+      r.found.push_back({"unavailable", e.what()});
+    }
     out.push_back(std::move(r));
   }
   return out;
@@ -115,11 +119,20 @@ std::unique_ptr<context> make_network_context(std::shared_ptr<bootstrap::bootstr
 }
 
 std::unique_ptr<context> make_context(std::shared_ptr<bootstrap::bootstrap> boot, int context_id) {
-  restore_crash_signals();
   std::string which = util::get_text(util::setting::backend);
   // One host: shared memory; several: shared memory within each, the network across.
   if (which == "auto") which = boot->local_size() == boot->size() ? "shm" : "mixed";
-  return make_named(which, "WEFT_BACKEND", std::move(boot), context_id);
+  // After the backend, failed or not: a network library is opened when its backend
+  // starts, and its constructors install the handlers.
+  std::unique_ptr<context> ctx;
+  try {
+    ctx = make_named(which, "WEFT_BACKEND", std::move(boot), context_id);
+  } catch (...) {
+    restore_crash_signals();
+    throw;
+  }
+  restore_crash_signals();
+  return ctx;
 }
 
 }  // namespace weft::net

@@ -4,7 +4,9 @@
 //                and engine: device 0 of each rank talks to device 0 of the others (an
 //                active message and a tagged send to the right neighbour, a barrier on the
 //                device), and the global runtime's traffic is untouched.
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "mp_common.hpp"
 #include "mp_scenarios.hpp"
@@ -59,4 +61,34 @@ int scenario_no_defaults() {
   weft::free_runtime(&rt);
   weft::barrier();  // the global runtime still works
   return finish("no_defaults");
+}
+
+//   loaded       a job loads only the libraries its backend and bootstrap use: a weftrun
+//                shared-memory job maps neither PMIx nor libfabric nor UCX (each cost
+//                start-up time when linked outright); one on WEFT_BACKEND=ofi maps
+//                libfabric and still not UCX or PMIx.
+namespace {
+bool mapped(const char* name) {
+  FILE* f = fopen("/proc/self/maps", "r");
+  if (!f) mp::die("cannot read /proc/self/maps");
+  char line[4096];
+  bool found = false;
+  while (!found && fgets(line, sizeof(line), f)) found = strstr(line, name) != nullptr;
+  fclose(f);
+  return found;
+}
+}  // namespace
+
+int scenario_loaded() {
+  using namespace mp;
+  const char* be = getenv("WEFT_BACKEND");
+  const bool ofi = be && !strcmp(be, "ofi");
+  weft::barrier();  // the backend is up, its libraries (if any) loaded
+  CHECK_EQ(mapped("/libfabric.so"), ofi);
+  CHECK(!mapped("/libucp.so") && !mapped("/libuct.so") && !mapped("/libucs.so"));
+  CHECK(!mapped("/libpmix.so"));
+  CHECK_EQ(mapped("/libinfinipath.so"), ofi && mapped("/libinfinipath.so"));
+  printf("rank %d: libfabric %s, UCX and PMIx not loaded\n", weft::get_rank_me(),
+         ofi ? "loaded" : "not loaded");
+  return finish("loaded");
 }

@@ -28,3 +28,4 @@ int scenario_rma_to_dead();
 int scenario_drop_flood();
 int scenario_first_transfer();
 int scenario_no_defaults();
+int scenario_loaded();

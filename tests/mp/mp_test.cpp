@@ -777,6 +777,7 @@ int main(int argc, char** argv) {
       {"drop_flood", scenario_drop_flood},
       {"first_transfer", scenario_first_transfer},
       {"no_defaults", scenario_no_defaults},
+      {"loaded", scenario_loaded},
       {"burst_send", [] { return scenario_burst(false); }},
       {"burst_am", [] { return scenario_burst(true); }}};
   auto it = table.find(s);

@@ -23,7 +23,7 @@ namespace {
 constexpr const char* call = "ofi backend";
 
 void check(ssize_t rc, const char* what) {
-  if (rc != 0) util::fail(call, what, std::to_string(rc), fi_strerror(int(-rc)));
+  if (rc != 0) util::fail(call, what, std::to_string(rc), fab().fi_strerror(int(-rc)));
 }
 
 constexpr size_t send_cells = 256;             // send buffers per device
@@ -40,7 +40,7 @@ std::string key(int ctx, int index) {
 // ---- context ------------------------------------------------------------------------------
 // What Weft asks of a provider (also what weft-info lists providers by).
 fi_info* weft_hints() {
-  fi_info* hints = fi_allocinfo();
+  fi_info* hints = fab().fi_dupinfo(nullptr);
   hints->ep_attr->type = FI_EP_RDM;
   hints->caps = FI_MSG | FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
   // FI_RX_CQ_DATA: a write's CQ data may consume a posted receive (verbs asks for that).
@@ -59,18 +59,18 @@ ofi_context::ofi_context(std::shared_ptr<bootstrap::bootstrap> boot, int context
   fi_info* hints = weft_hints();
   const std::string prov = util::get_text(util::setting::ofi_provider);
   if (!prov.empty()) hints->fabric_attr->prov_name = strdup(prov.c_str());
-  int rc = fi_getinfo(FI_VERSION(1, 9), nullptr, nullptr, 0, hints, &info_);
-  fi_freeinfo(hints);
+  int rc = fab().fi_getinfo(FI_VERSION(1, 9), nullptr, nullptr, 0, hints, &info_);
+  fab().fi_freeinfo(hints);
   if (rc != 0 || !info_)
     util::fail(call, "WEFT_OFI_PROVIDER", prov.empty() ? "<any>" : prov,
                std::string("no provider offers reliable datagrams with messages and RMA here (") +
-                   fi_strerror(-rc) + "); fi_info -t FI_EP_RDM lists what there is");
+                   fab().fi_strerror(-rc) + "); fi_info -t FI_EP_RDM lists what there is");
   if (prov.empty()) {
     // The first answer is libfabric's preference; shared memory only reaches this host.
     for (fi_info* i = info_; i; i = i->next)
       if (strcmp(i->fabric_attr->prov_name, "shm") != 0 || boot_->local_size() == boot_->size()) {
-        fi_info* chosen = fi_dupinfo(i);
-        fi_freeinfo(info_);
+        fi_info* chosen = fab().fi_dupinfo(i);
+        fab().fi_freeinfo(info_);
         info_ = chosen;
         break;
       }
@@ -89,7 +89,7 @@ ofi_context::ofi_context(std::shared_ptr<bootstrap::bootstrap> boot, int context
   cq_data_ = info_->domain_attr->cq_data_size >= sizeof(uint64_t) &&
              boot_->size() <= int(max_cq_data_ranks) && util::get_flag(util::setting::ofi_cq_data);
   peer_timeout_ns_ = int64_t(*util::get_size(util::setting::peer_timeout)) * 1000000000;
-  check(fi_fabric(info_->fabric_attr, &fabric_, nullptr), "fi_fabric");
+  check(fab().fi_fabric(info_->fabric_attr, &fabric_, nullptr), "fi_fabric");
   check(fi_domain(fabric_, info_, &domain_, nullptr), "fi_domain");
   WEFT_LOG(info, "ofi context %d: %s", context_id_, describe().c_str());
 }
@@ -115,7 +115,7 @@ ofi_context::~ofi_context() {
   regs_.for_each([](registration& r) { fi_close(&r.mr->fid); });
   if (domain_) fi_close(&domain_->fid);
   if (fabric_) fi_close(&fabric_->fid);
-  if (info_) fi_freeinfo(info_);
+  if (info_) fab().fi_freeinfo(info_);
 }
 
 std::string ofi_context::describe() const {
@@ -426,7 +426,7 @@ bool ofi_device::rma(bool write, int rank, void* local, size_t size, uint64_t re
   }
   if (o->note_slot >= 0) note_out_->release(rank, uint32_t(o->note_slot));
   WEFT_LOG(debug, "ofi: %s of %zu bytes with rank %d: %s", write ? "write" : "read", size, rank,
-           fi_strerror(int(-rc)));
+           fab().fi_strerror(int(-rc)));
   if (o->local_mr) fi_close(&o->local_mr->fid);
   rma_ops_.put(o);
   access_finished(rank, rk);
@@ -636,11 +636,11 @@ void ofi_device::refused(ssize_t rc, int rank, const char* what) {
     case -FI_ETIMEDOUT:
       if (declare_dead(rank, int(-rc)))
         WEFT_LOG(warn, "ofi: %s to rank %d: %s; taking it for dead", what, rank,
-                 fi_strerror(int(-rc)));
+                 fab().fi_strerror(int(-rc)));
       return;
     default:
       util::fail(call, std::string(what) + " to rank", std::to_string(rank),
-                 std::to_string(rc) + ": " + fi_strerror(int(-rc)));
+                 std::to_string(rc) + ": " + fab().fi_strerror(int(-rc)));
   }
 }
 
@@ -662,10 +662,10 @@ std::string ofi_device::why_gone(int rank) {
              "and expelled it: nothing between them arrives any more";
     case FI_EHOSTUNREACH:
     case FI_ENETUNREACH:
-    case FI_ETIMEDOUT: return std::string("the peer cannot be reached (") + fi_strerror(why) + ")";
+    case FI_ETIMEDOUT: return std::string("the peer cannot be reached (") + fab().fi_strerror(why) + ")";
     default:
       if (why > 0)
-        return std::string("the peer process has died (its connection: ") + fi_strerror(why) + ")";
+        return std::string("the peer process has died (its connection: ") + fab().fi_strerror(why) + ")";
       return "the peer process has died";
   }
 }

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "net/backend.hpp"
+#include "net/ofi/fabric_lib.hpp"
 #include "net/credits.hpp"
 #include "net/key_registry.hpp"
 #include "net/ofi/note_slots.hpp"

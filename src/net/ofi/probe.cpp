@@ -7,6 +7,7 @@
 #include <string>
 
 #include "net/backend.hpp"
+#include "net/ofi/fabric_lib.hpp"
 
 namespace weft::net {
 namespace ofi {
@@ -14,14 +15,14 @@ fi_info* weft_hints();
 }
 
 void probe_ofi(std::vector<finding>& out) {
-  const uint32_t v = fi_version();
+  const uint32_t v = ofi::fab().fi_version();
   out.push_back({"libfabric", std::to_string(FI_MAJOR(v)) + "." + std::to_string(FI_MINOR(v))});
   fi_info* hints = ofi::weft_hints();
   fi_info* info = nullptr;
-  const int rc = fi_getinfo(FI_VERSION(1, 9), nullptr, nullptr, 0, hints, &info);
-  fi_freeinfo(hints);
+  const int rc = ofi::fab().fi_getinfo(FI_VERSION(1, 9), nullptr, nullptr, 0, hints, &info);
+  ofi::fab().fi_freeinfo(hints);
   if (rc != 0 || !info) {
-    out.push_back({"providers", std::string("none usable (") + fi_strerror(-rc) + ")"});
+    out.push_back({"providers", std::string("none usable (") + ofi::fab().fi_strerror(-rc) + ")"});
     return;
   }
   std::set<std::string> seen;
@@ -31,7 +32,7 @@ void probe_ofi(std::vector<finding>& out) {
     if (!seen.insert(p).second) continue;
     list += (list.empty() ? "" : ", ") + p;
   }
-  fi_freeinfo(info);
+  ofi::fab().fi_freeinfo(info);
   out.push_back({"providers", list + " (first is the default)"});
 }
 

@@ -28,7 +28,7 @@ local_region ofi_context::register_memory(void* base, size_t size) {
   const uint64_t id = ids_.next();
   int rc = fi_mr_reg(domain_, base, size, FI_REMOTE_READ | FI_REMOTE_WRITE | FI_READ | FI_WRITE, 0,
                      next_key(), 0, &mr, nullptr);
-  if (rc != 0) util::fail("register_memory", "base", util::to_hex(base), fi_strerror(-rc));
+  if (rc != 0) util::fail("register_memory", "base", util::to_hex(base), fab().fi_strerror(-rc));
   auto r = std::make_unique<registration>();
   r->mr = mr;
   r->key = fi_mr_key(mr);  // the provider's own with FI_MR_PROV_KEY

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "net/backend.hpp"
+#include "net/ucx/ucx_lib.hpp"  // last: its macros route UCX calls through the table
 
 namespace weft::net {
 namespace {

@@ -9,6 +9,7 @@
 #include "util/fail.hpp"
 #include "util/log.hpp"
 #include "util/settings.hpp"
+#include "net/ucx/ucx_lib.hpp"  // last: its macros route UCX calls through the table
 
 namespace weft::net::ucx {
 namespace {
@@ -31,7 +32,8 @@ ucx_context::ucx_context(std::shared_ptr<bootstrap::bootstrap> boot, int context
   p.features = UCP_FEATURE_AM | UCP_FEATURE_RMA;
   p.mt_workers_shared = 1;  // devices are driven by different threads
   p.estimated_num_eps = size_t(boot_->size());
-  ucs_status_t st = ucp_init(&p, config, &ucp_);
+  // ucp_init is inline over ucp_init_version: called directly, through the table.
+  ucs_status_t st = ucp_init_version(UCP_API_MAJOR, UCP_API_MINOR, &p, config, &ucp_);
   ucp_config_release(config);
   if (st != UCS_OK)
     util::fail(call, "UCX_TLS", util::env_or("UCX_TLS", "<unset>"),

@@ -13,6 +13,7 @@
 #include "util/fail.hpp"
 #include "util/log.hpp"
 #include "util/process.hpp"
+#include "net/ucx/ucx_lib.hpp"  // last: its macros route UCX calls through the table
 
 namespace weft::net::ucx {
 namespace {
