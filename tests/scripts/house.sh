@@ -32,7 +32,8 @@ layer_of() { local d; d=$(dirname "$1"); while [ -z "${level[$d]:-}" ] && [ "$d"
 bad=0
 for f in $(git ls-files 'src/*.cpp' 'src/*.hpp'); do
   mine=$(layer_of "$f"); lv=${level[$mine]}
-  for inc in $(sed -nE 's/^#include "([a-z_]+(\/[a-z_]+)?)\/[a-z_]+\.hpp"/\1/p' "$f"); do
+  # Only the folder of each quoted include (a comment after it is not a folder).
+  for inc in $(sed -nE 's/^#include "([a-z_]+(\/[a-z_]+)?)\/[a-z_]+\.hpp".*/\1/p' "$f"); do
     [ "$inc" = weft ] && continue
     target=src/$inc; [ -n "${level[$target]:-}" ] || target=src/${inc%%/*}
     tl=${level[$target]:-}
