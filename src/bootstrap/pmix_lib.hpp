@@ -21,20 +21,7 @@
 
 namespace weft::bootstrap {
 
-struct pmix_lib {
-  WEFT_PMIX_FUNCTIONS(WEFT_DYNLIB_STRUCT_MEMBER)
-};
-
-inline const pmix_lib& pmix() {
-  static const pmix_lib lib_table = [] {
-    const char* soname = WEFT_PMIX_SONAME;
-    void* lib = util::open_library(soname, "the PMIx bootstrap");
-    pmix_lib t{};
-    WEFT_PMIX_FUNCTIONS(WEFT_DYNLIB_LOOKUP)
-    return t;
-  }();
-  return lib_table;
-}
+WEFT_DYNLIB_TABLE(pmix_lib, pmix, WEFT_PMIX_FUNCTIONS, WEFT_PMIX_SONAME, "the PMIx bootstrap")
 
 }  // namespace weft::bootstrap
 

@@ -17,9 +17,25 @@ void* library_function(void* lib, const char* soname, const char* name);
 
 }  // namespace weft::util
 
-// Declares a struct `type` with one pointer per function in LIST (an X-macro of function
-// names, each declared by the library's headers) and `const type& getter()` filling it on
-// first use from `soname`.
+// A table of a library's functions: LIST is an X-macro of function names, each declared
+// by the library's headers. WEFT_DYNLIB_TABLE(type, getter, LIST, soname, what) declares
+// struct `type` with one pointer per function and `const type& getter()`, which opens the
+// library and looks every function up on its first call (thread-safe; dlsym searches the
+// library and what it loaded, so a function of a library it depends on is found too).
 #define WEFT_DYNLIB_STRUCT_MEMBER(f) decltype(&::f) f;
 #define WEFT_DYNLIB_LOOKUP(f) \
   t.f = reinterpret_cast<decltype(&::f)>(::weft::util::library_function(lib, soname, #f));
+#define WEFT_DYNLIB_TABLE(type, getter, LIST, soname_text, what) \
+  struct type {                                                  \
+    LIST(WEFT_DYNLIB_STRUCT_MEMBER)                              \
+  };                                                             \
+  inline const type& getter() {                                  \
+    static const type lib_table = [] {                           \
+      const char* soname = soname_text;                          \
+      void* lib = ::weft::util::open_library(soname, what);      \
+      type t{};                                                  \
+      LIST(WEFT_DYNLIB_LOOKUP)                                   \
+      return t;                                                  \
+    }();                                                         \
+    return lib_table;                                            \
+  }

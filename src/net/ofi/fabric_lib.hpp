@@ -18,11 +18,8 @@
 
 namespace weft::net::ofi {
 
-struct fabric_lib {
-  WEFT_FABRIC_FUNCTIONS(WEFT_DYNLIB_STRUCT_MEMBER)
-};
-// The functions, looked up on the first call (thread-safe); a fatal_error when libfabric
-// cannot be loaded.
-const fabric_lib& fab();
+// fab(): the functions, looked up on the first call; a fatal_error when libfabric cannot
+// be loaded.
+WEFT_DYNLIB_TABLE(fabric_lib, fab, WEFT_FABRIC_FUNCTIONS, WEFT_OFI_SONAME, "the ofi backend")
 
 }  // namespace weft::net::ofi

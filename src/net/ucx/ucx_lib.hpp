@@ -7,70 +7,51 @@
 #include <ucp/api/ucp.h>
 #include <uct/api/uct.h>
 
-#include <dlfcn.h>
-
 #include "util/dynlib.hpp"
 
-#define WEFT_UCX_FUNCTIONS(X) \
-  X(ucp_am_data_release) \
-  X(ucp_am_send_nbx) \
-  X(ucp_cleanup) \
-  X(ucp_config_read) \
-  X(ucp_config_release) \
-  X(ucp_ep_close_nbx) \
-  X(ucp_ep_create) \
-  X(ucp_ep_flush_nbx) \
-  X(ucp_ep_rkey_unpack) \
-  X(ucp_get_nbx) \
-  X(ucp_get_version_string) \
-  X(ucp_init_version) \
-  X(ucp_mem_map) \
-  X(ucp_mem_unmap) \
-  X(ucp_put_nbx) \
-  X(ucp_request_check_status) \
-  X(ucp_request_free) \
-  X(ucp_rkey_buffer_release) \
-  X(ucp_rkey_destroy) \
-  X(ucp_rkey_pack) \
-  X(ucp_worker_create) \
-  X(ucp_worker_destroy) \
-  X(ucp_worker_get_address) \
-  X(ucp_worker_progress) \
-  X(ucp_worker_release_address) \
+#define WEFT_UCX_FUNCTIONS(X)       \
+  X(ucp_am_data_release)            \
+  X(ucp_am_send_nbx)                \
+  X(ucp_cleanup)                    \
+  X(ucp_config_read)                \
+  X(ucp_config_release)             \
+  X(ucp_ep_close_nbx)               \
+  X(ucp_ep_create)                  \
+  X(ucp_ep_flush_nbx)               \
+  X(ucp_ep_rkey_unpack)             \
+  X(ucp_get_nbx)                    \
+  X(ucp_get_version_string)         \
+  X(ucp_init_version)               \
+  X(ucp_mem_map)                    \
+  X(ucp_mem_unmap)                  \
+  X(ucp_put_nbx)                    \
+  X(ucp_request_check_status)       \
+  X(ucp_request_free)               \
+  X(ucp_rkey_buffer_release)        \
+  X(ucp_rkey_destroy)               \
+  X(ucp_rkey_pack)                  \
+  X(ucp_worker_create)              \
+  X(ucp_worker_destroy)             \
+  X(ucp_worker_get_address)         \
+  X(ucp_worker_progress)            \
+  X(ucp_worker_release_address)     \
   X(ucp_worker_set_am_recv_handler) \
-  X(ucs_status_string) \
-  X(uct_component_query) \
-  X(uct_config_release) \
-  X(uct_md_close) \
-  X(uct_md_config_read) \
-  X(uct_md_open) \
-  X(uct_md_query_tl_resources) \
-  X(uct_query_components) \
-  X(uct_release_component_list) \
+  X(ucs_status_string)              \
+  X(uct_component_query)            \
+  X(uct_config_release)             \
+  X(uct_md_close)                   \
+  X(uct_md_config_read)             \
+  X(uct_md_open)                    \
+  X(uct_md_query_tl_resources)      \
+  X(uct_query_components)           \
+  X(uct_release_component_list)     \
   X(uct_release_tl_resource_list)
 
 namespace weft::net::ucx {
 
-struct ucx_lib {
-  WEFT_UCX_FUNCTIONS(WEFT_DYNLIB_STRUCT_MEMBER)
-};
-
-// The functions, looked up on the first call (thread-safe): libucp and libuct, which UCX
-// splits its API between; a fatal_error when either cannot be loaded.
-inline const ucx_lib& ucx() {
-  static const ucx_lib lib_table = [] {
-    ucx_lib t{};
-    const char* soname = WEFT_UCX_SONAME;
-    void* lib = util::open_library(soname, "the ucx backend");
-    // libucp needs libuct and libucs, so they are loaded with it; look each function up in
-    // the whole process (RTLD_DEFAULT) once libucp is in.
-    (void)lib;
-    lib = RTLD_DEFAULT;
-    WEFT_UCX_FUNCTIONS(WEFT_DYNLIB_LOOKUP)
-    return t;
-  }();
-  return lib_table;
-}
+// ucx(): the functions of libucp, and of libuct and libucs which it loads, looked up on
+// the first call; a fatal_error when UCX cannot be loaded.
+WEFT_DYNLIB_TABLE(ucx_lib, ucx, WEFT_UCX_FUNCTIONS, WEFT_UCX_SONAME, "the ucx backend")
 
 }  // namespace weft::net::ucx
 
