@@ -5,11 +5,10 @@
 #include "bootstrap/pmix.hpp"
 
 #ifdef WEFT_HAVE_PMIX
-#include "bootstrap/pmix_lib.hpp"
-
 #include <cstring>
 #include <mutex>
 
+#include "bootstrap/pmix_lib.hpp"
 #include "util/fail.hpp"
 
 namespace weft::bootstrap {

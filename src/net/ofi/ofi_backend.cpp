@@ -662,10 +662,12 @@ std::string ofi_device::why_gone(int rank) {
              "and expelled it: nothing between them arrives any more";
     case FI_EHOSTUNREACH:
     case FI_ENETUNREACH:
-    case FI_ETIMEDOUT: return std::string("the peer cannot be reached (") + fab().fi_strerror(why) + ")";
+    case FI_ETIMEDOUT:
+      return std::string("the peer cannot be reached (") + fab().fi_strerror(why) + ")";
     default:
       if (why > 0)
-        return std::string("the peer process has died (its connection: ") + fab().fi_strerror(why) + ")";
+        return std::string("the peer process has died (its connection: ") + fab().fi_strerror(why) +
+               ")";
       return "the peer process has died";
   }
 }

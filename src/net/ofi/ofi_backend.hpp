@@ -34,9 +34,9 @@
 #include <vector>
 
 #include "net/backend.hpp"
-#include "net/ofi/fabric_lib.hpp"
 #include "net/credits.hpp"
 #include "net/key_registry.hpp"
+#include "net/ofi/fabric_lib.hpp"
 #include "net/ofi/note_slots.hpp"
 #include "util/object_pool.hpp"
 #include "util/spinlock.hpp"

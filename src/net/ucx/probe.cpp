@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "net/backend.hpp"
-#include "net/ucx/ucx_lib.hpp"  // last: its macros route UCX calls through the table
+
+// Last, in a block of its own: its macros route UCX calls through the table.
+#include "net/ucx/ucx_lib.hpp"
 
 namespace weft::net {
 namespace {

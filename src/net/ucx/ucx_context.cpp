@@ -9,7 +9,9 @@
 #include "util/fail.hpp"
 #include "util/log.hpp"
 #include "util/settings.hpp"
-#include "net/ucx/ucx_lib.hpp"  // last: its macros route UCX calls through the table
+
+// Last, in a block of its own: its macros route UCX calls through the table.
+#include "net/ucx/ucx_lib.hpp"
 
 namespace weft::net::ucx {
 namespace {
