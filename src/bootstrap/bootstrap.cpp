@@ -3,7 +3,6 @@
 #include "bootstrap/bootstrap.hpp"
 
 #include <poll.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -26,19 +25,15 @@ namespace weft::bootstrap {
 
 std::string random_hex(size_t nbytes) {
   std::string raw(nbytes, '\0');
-  size_t got = 0;
-  while (got < nbytes) {
-    ssize_t n = getrandom(raw.data() + got, nbytes - got, 0);
-    if (n <= 0) util::fail("bootstrap", "getrandom", std::to_string(n), strerror(errno));
-    got += size_t(n);
-  }
+  if (!random_bytes(raw.data(), nbytes))
+    util::fail("bootstrap", "getrandom", std::to_string(nbytes) + " bytes", strerror(errno));
   return hex_encode(raw);
 }
 
 uint64_t random_u64() {
   uint64_t v = 0;
-  std::string hex = random_hex(sizeof(v));
-  parse_cookie(hex, v);
+  if (!random_bytes(&v, sizeof(v)))
+    util::fail("bootstrap", "getrandom", "8 bytes", strerror(errno));
   return v;
 }
 

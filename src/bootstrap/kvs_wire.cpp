@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "bootstrap/kvs_wire.hpp"
 
+#include <sys/random.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -108,6 +109,17 @@ bool read_line(int fd, std::string& line, std::string& pending) {
     if (n <= 0) return false;
     pending.append(buf, size_t(n));
   }
+}
+
+bool random_bytes(void* p, size_t n) {
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = getrandom(static_cast<char*>(p) + got, n - got, 0);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    got += size_t(r);
+  }
+  return true;
 }
 
 }  // namespace weft::bootstrap

@@ -34,6 +34,10 @@ std::string cookie_hex(uint64_t cookie);
 bool parse_cookie(const std::string& hex, uint64_t& cookie);
 bool hex_decode(const std::string& hex, std::string& out);
 
+// Fills `n` bytes from the kernel's random source (job ids and cookies); false, with errno
+// set, when it cannot.
+bool random_bytes(void* p, size_t n);
+
 // Blocking helpers on a connected socket; false on EOF or error (read_line: also on a line
 // longer than max_kvs_line).
 bool write_line(int fd, const std::string& line);

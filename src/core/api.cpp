@@ -14,6 +14,7 @@
 #include "match/matching_engine.hpp"
 #include "pool/packet_pool.hpp"
 #include "util/fail.hpp"
+#include "util/settings.hpp"
 #include "util/spinlock.hpp"
 
 namespace weft {
@@ -161,7 +162,7 @@ namespace detail {
 // Sizes: upper bounds checked at the call; an allocation that fails is Weft's error.
 device_t alloc_device_impl(const device_args& a) {
   runtime_impl* rt = resolve_runtime(a.runtime, "alloc_device");
-  if (a.inbox_depth) util::check_range("alloc_device", "inbox_depth", a.inbox_depth, 2, 1 << 20);
+  if (a.inbox_depth) util::check_given(util::setting::inbox_depth, a.inbox_depth, "alloc_device");
   packet_pool_impl* pool = util::live(a.packet_pool.p, "alloc_device", "packet_pool");
   return device_t{util::tagged(util::allocating("alloc_device", "inbox_depth", a.inbox_depth, [&] {
     return rt->alloc_device(pool, a.inbox_depth);
@@ -174,7 +175,7 @@ packet_pool_t alloc_packet_pool_impl(const packet_pool_args& a) {
   size_t n = a.npackets ? a.npackets : rt->attr.npackets;
   if (ps < 64 || ps > (size_t(1) << 30))
     util::fail("alloc_packet_pool", "packet_size", std::to_string(ps), "must be 64 B .. 1 GiB");
-  util::check_range("alloc_packet_pool", "npackets", n, 1, size_t(1) << 32);
+  util::check_given(util::setting::npackets, n, "alloc_packet_pool");
   if (ps * n > (size_t(1) << 40))
     util::fail("alloc_packet_pool", "npackets", std::to_string(n),
                "packet_size x npackets exceeds 1 TiB");
@@ -185,7 +186,8 @@ packet_pool_t alloc_packet_pool_impl(const packet_pool_args& a) {
 matching_engine_t alloc_matching_engine_impl(const matching_engine_args& a) {
   runtime_impl* rt = resolve_runtime(a.runtime, "alloc_matching_engine");
   if (a.nbuckets)
-    util::check_range("alloc_matching_engine", "nbuckets", a.nbuckets, 1, size_t(1) << 30);
+    util::check_given(util::setting::match_buckets, a.nbuckets, "alloc_matching_engine",
+                      "nbuckets");
   return matching_engine_t{
       util::tagged(util::allocating("alloc_matching_engine", "nbuckets", a.nbuckets,
                                     [&] { return rt->alloc_engine(a.nbuckets, a.make_key); }))};
@@ -194,7 +196,7 @@ matching_engine_t alloc_matching_engine_impl(const matching_engine_args& a) {
 comp_t alloc_cq_impl(const comp_args& a) {
   runtime_impl* rt = resolve_runtime(a.runtime, "alloc_cq");
   const size_t depth = a.depth ? a.depth : rt->attr.cq_depth;
-  util::check_range("alloc_cq", "depth", depth, 2, size_t(1) << 30);
+  util::check_given(util::setting::cq_depth, depth, "alloc_cq", "depth");
   return comp_t{util::tagged(
       util::allocating("alloc_cq", "depth", depth, [&] { return new cq_impl(depth); }))};
 }

@@ -25,14 +25,5 @@ std::string to_hex(const void* p) {
   return buf;
 }
 
-void check_range(const char* call, const char* argument, size_t v, size_t lo, size_t hi) {
-  if (v >= lo && v <= hi) return;
-  auto shown = [](size_t x) {
-    if (x >= 1024 && !(x & (x - 1))) return "2^" + std::to_string(__builtin_ctzll(x));
-    return std::to_string(x);
-  };
-  fail(call, argument, std::to_string(v), "must be " + shown(lo) + " .. " + shown(hi));
-}
-
 }  // namespace util
 }  // namespace weft

@@ -14,9 +14,6 @@ namespace weft::util {
 
 std::string to_hex(const void* p);
 
-// Fails naming `call` and `argument` unless lo <= v <= hi.
-void check_range(const char* call, const char* argument, size_t v, size_t lo, size_t hi);
-
 // Runs `make` (an allocation); std::bad_alloc becomes Weft's error naming the call, the
 // argument whose size it was, and the value.
 template <typename Make>

@@ -155,8 +155,9 @@ const char* current_source(setting s) {
   return is_set(s) ? "environment" : "default";
 }
 
-size_t check_given(setting s, size_t v, const char* call) {
-  return checked_size(row_of(s), std::to_string(v).c_str(), call, row_of(s).name);
+size_t check_given(setting s, size_t v, const char* call, const char* argument) {
+  const setting_row& r = row_of(s);
+  return checked_size(r, std::to_string(v).c_str(), call, argument ? argument : r.name);
 }
 
 std::string closest_setting(const std::string& env) {

@@ -52,8 +52,9 @@ std::string current_text(setting s);
 const char* current_source(setting s);  // "environment" or "default"
 
 // A value given by a call (an _x argument) for an attribute row, checked against the same
-// range as the environment's; the error names the call and the attribute.
-size_t check_given(setting s, size_t v, const char* call);
+// range as the environment's; the error names the call and the argument (the attribute's
+// own name unless `argument` says the call spells it otherwise).
+size_t check_given(setting s, size_t v, const char* call, const char* argument = nullptr);
 
 // Parses a size the way the environment's are read (4096, 64K, 2M, 2^20); false on garbage.
 bool parse_size(const char* text, size_t* out);

@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
-#include <sys/random.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -25,7 +24,7 @@ namespace {
 
 uint64_t random_u64() {
   uint64_t v = 0;
-  if (getrandom(&v, sizeof(v), 0) != sizeof(v)) {
+  if (!weft::bootstrap::random_bytes(&v, sizeof(v))) {
     perror("weftrun: getrandom");
     exit(1);
   }
