@@ -20,6 +20,8 @@ struct mpi_world {
   resources res = resources::dedicated;
   std::vector<MPI_Comm> comms;
 
+  std::pair<uint64_t, uint64_t> mechanism_bytes() const { return {0, 0}; }  // Weft only
+
   void init(int lanes, resources r, bool /*am_packets: Weft only*/) {
     int provided = 0;
     int argc = 0;

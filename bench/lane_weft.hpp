@@ -49,6 +49,17 @@ struct weft_world {
     }
   }
   void barrier() { weft::barrier(); }
+  // Bytes the devices moved by each shared-memory large-transfer mechanism so far
+  // (pipelined copy, cross-memory attach): which one a bandwidth run used.
+  std::pair<uint64_t, uint64_t> mechanism_bytes() const {
+    std::pair<uint64_t, uint64_t> b{0, 0};
+    for (size_t t = 0; t < devices.size(); ++t) {
+      if (t && res != resources::dedicated) break;  // one shared device: counted once
+      b.first += devices[t].get_counter(weft::counter_t::bytes_pipelined);
+      b.second += devices[t].get_counter(weft::counter_t::bytes_cross_memory);
+    }
+    return b;
+  }
   void fina() {
     weft::barrier();
     for (int t = 0; t < nlanes; ++t) {

@@ -1,23 +1,21 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
 # Interleaved measurement of Weft on shared memory beside the machine's limits
-# (../shared/tools/shmlimit.c): R rounds, each running every configuration once; medians.
+# (bench/machine_probe.cpp, built as build/bench/weft-probe): R rounds, each running every
+# configuration once; medians.
 #   scripts/measure-shm.sh [rounds]      (after scripts/demo.sh or a build in ./build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-5}
-probe_src=../shared/tools/shmlimit.c
 out=$(mktemp -d)
 [ -x build/weftrun ] || { echo "build first: scripts/demo.sh"; exit 1; }
-have_probe=0
-if [ -f "$probe_src" ]; then gcc -O2 -march=native -o "$out/shmlimit" "$probe_src" && have_probe=1; fi
+cmake --build build --target weft-probe >/dev/null
+probe=build/bench/weft-probe
 for r in $(seq 1 "$rounds"); do
   echo "round $r/$rounds" >&2
-  if [ $have_probe = 1 ]; then
-    "$out/shmlimit" lat 1000000 1 | awk '/oneway_us/ {for(i=1;i<=NF;i++) if($i ~ /^oneway_us=/){split($i,a,"="); print "probe_lat_us", a[2]}}' >>"$out/res"
-    "$out/shmlimit" pipe 1 | awk '/size=65536 |size=4194304 / {for(i=1;i<=NF;i++){if($i ~ /^size=/){split($i,s,"=")} if($i ~ /^GBps=/){split($i,g,"=")}} print "probe_pipe_GBps_" s[2], g[2]}' >>"$out/res"
-  fi
-  for mode in pipeline cma; do
+  "$probe" all --trials 1 | awk '/^RESULT/ {for(i=2;i<=NF;i++){split($i,kv,"="); f[kv[1]]=kv[2]}
+    print "probe_" f["api"] "_" f["unit"] (f["workload"]=="bandwidth" ? "_" f["size"] : ""), f["value"]}' | tr '/' 'p' >>"$out/res"
+  for mode in auto pipeline cma; do
     WEFT_SHM_PUT=$mode ./build/weftrun -n 2 --timeout 300 ./build/examples/pingpong_am 200000 --bw >"$out/pp" 2>&1
     awk -v m=$mode '/one-way latency/ {print "weft_lat_us_" m, $6; print "weft_rate_Mps_" m, $10}
                     /bandwidth +65536 B/ {print "weft_bw_GBps_65536_" m, $5}

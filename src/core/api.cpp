@@ -67,7 +67,7 @@ uint64_t device_t::get_counter(counter_t c) const {
   const device_impl* d =
       p ? util::live(p, "get_counter", "device")
         : resolve_runtime(runtime_t{}, "get_counter")->device_or_fail("get_counter");
-  return d->counters.read(c);
+  return d->read_counter(c);
 }
 const char* get_counter_name(counter_t c) {
   return impl::counter_name(c);

@@ -72,11 +72,15 @@ const char* counter_name(counter_t c) {
   return int(c) >= 0 && c < counter_t::count ? counter_names[size_t(c)] : "";
 }
 
+uint64_t device_impl::read_counter(counter_t c) const {
+  return counters.read(c) + net->count(c);
+}
+
 // One line per device, its non-zero counters: what WEFT_STATS=1 prints at finalize.
 void device_impl::print_counters(FILE* out) const {
   std::string line;
   for (size_t i = 0; i < device_counters::ncounters; ++i) {
-    const uint64_t v = counters.read(counter_t(i));
+    const uint64_t v = read_counter(counter_t(i));
     if (v) line += std::string(" ") + counter_name(counter_t(i)) + "=" + std::to_string(v);
   }
   fprintf(out, "weft[%d] stats: device %d:%s\n", rt.rank(), index,

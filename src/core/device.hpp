@@ -106,6 +106,8 @@ class device_impl final : public net::sink {
   }
   bool peer_dead(int rank) const { return dead_[size_t(rank)].load(std::memory_order_relaxed); }
   size_t pending_operations();
+  // A counter: the core's count and the backend's share.
+  uint64_t read_counter(counter_t c) const;
   // This device's counters, one line to `out` (WEFT_STATS=1 at finalize).
   void print_counters(FILE* out) const;
 

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "weft/types.hpp"
+
 namespace weft::bootstrap {
 class bootstrap;
 }
@@ -142,6 +144,9 @@ class device {
   // silent, expelled, or a failed send), so that the core fails what waits on it even
   // while nothing is pending.
   virtual bool peers_changed() { return false; }
+  // The backend's own share of a device counter (shm: the bytes each large-transfer
+  // mechanism moved); the core adds it to its own.
+  virtual uint64_t count(counter_t /*c*/) const { return 0; }
 };
 
 class context {

@@ -29,3 +29,4 @@ int scenario_drop_flood();
 int scenario_first_transfer();
 int scenario_no_defaults();
 int scenario_loaded();
+int scenario_mechanism();

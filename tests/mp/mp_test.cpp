@@ -778,6 +778,7 @@ int main(int argc, char** argv) {
       {"first_transfer", scenario_first_transfer},
       {"no_defaults", scenario_no_defaults},
       {"loaded", scenario_loaded},
+      {"mechanism", scenario_mechanism},
       {"burst_send", [] { return scenario_burst(false); }},
       {"burst_am", [] { return scenario_burst(true); }}};
   auto it = table.find(s);

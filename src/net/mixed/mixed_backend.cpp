@@ -153,6 +153,7 @@ class mixed_device final : public device {
   }
   size_t repair() override { return shm_->repair() + net_->repair(); }
   bool peers_changed() override { return net_->peers_changed(); }
+  uint64_t count(counter_t c) const override { return shm_->count(c) + net_->count(c); }
 
  private:
   std::unique_ptr<device> shm_, net_;

@@ -37,7 +37,10 @@ std::string key(const char* what, int ctx, int index) {
 settings read_settings() {
   settings s{};
   using util::setting;
-  s.mode = util::get_text(setting::shm_put) == "cma" ? put_mode::cma : put_mode::pipeline;
+  const std::string put = util::get_text(setting::shm_put);
+  s.mode = put == "cma"        ? put_mode::cma
+           : put == "pipeline" ? put_mode::pipeline
+                               : put_mode::automatic;
   s.rma_by_cma = util::get_text(setting::shm_rma) == "cma";
   // Each size is checked against its row's range in settings.def.
   s.nchannels = *util::get_size(setting::shm_channels);
@@ -45,6 +48,9 @@ settings read_settings() {
   s.nslots = *util::get_size(setting::shm_slots);
   s.nlanes = *util::get_size(setting::shm_lanes);
   s.nregions = *util::get_size(setting::shm_regions);
+#ifdef WEFT_TEST_HOOKS
+  s.test_delay_us = *util::get_size(setting::test_pipeline_delay);
+#endif
   if (s.chunk_size % 64)
     util::fail("environment", "WEFT_SHM_CHUNK", std::to_string(s.chunk_size),
                "must be a multiple of 64");
@@ -83,6 +89,7 @@ shm_context::shm_context(std::shared_ptr<bootstrap::bootstrap> boot, int context
     uint64_t got = 0;
     if (cma_read(pid, &got, addr, sizeof(got)) != 0 || got != cma_probe_cookie) cma_ok_ = false;
   }
+  if (settings_.mode == put_mode::automatic && !cma_ok_) settings_.mode = put_mode::pipeline;
   if (settings_.mode == put_mode::cma && !cma_ok_) {
     WEFT_LOG(warn,
              "WEFT_SHM_PUT=cma but cross-memory attach is not permitted here; "
@@ -95,7 +102,10 @@ shm_context::shm_context(std::shared_ptr<bootstrap::bootstrap> boot, int context
 
 std::string shm_context::describe() const {
   std::string s = "shm: large transfers by ";
-  s += settings_.mode == put_mode::cma ? "cross-memory attach" : "pipelined copy";
+  s += settings_.mode == put_mode::cma        ? "cross-memory attach"
+       : settings_.mode == put_mode::pipeline ? "pipelined copy"
+                                              : "pipelined copy or cross-memory attach, per peer "
+                                                "and size, whichever moved more lately";
   s += " (channels " + std::to_string(settings_.nchannels) + ", chunk " +
        std::to_string(settings_.chunk_size) + " B x " + std::to_string(settings_.nslots) +
        " slots); user puts and gets by " +
@@ -412,6 +422,8 @@ void shm_device::direct_access(bool write, int rank, void* local, size_t size, u
       err = cma_read(peers_[size_t(rank)]->pid, local, remote_addr, size);
   }
   regions.release(rank, held);
+  if (!err && rank != ctx_.boot().rank())
+    bytes_cross_memory_.fetch_add(size, std::memory_order_relaxed);
   if (err == ESRCH) {  // the peer has died: the operation fails, and the core says why
     peers_[size_t(rank)]->gone.store(true, std::memory_order_relaxed);
     events_.add(local_event{done, rank, ctx, false, 0, {}});
@@ -449,20 +461,35 @@ bool shm_device::try_put(int rank, const void* src, size_t size, uint64_t remote
 
 bool shm_device::stream_out(int rank, const void* src, size_t size, uint64_t remote_addr, rkey_t k,
                             const void* note, size_t note_len, void* ctx, uint16_t kind) {
-  const bool data = kind == stream_data;
-  const bool direct =
-      data ? ctx_.config().mode == put_mode::cma : ctx_.config().rma_by_cma && ctx_.cma_permitted();
-  if (direct || size == 0 || rank == ctx_.boot().rank()) {
+  const bool data = kind == stream_data, self = rank == ctx_.boot().rank();
+  const put_mode mode = self || size == 0 ? put_mode::cma : mechanism_for(rank, size, data);
+  chooser* timed = data && ctx_.config().mode == put_mode::automatic && !self && size
+                       ? &peers_[size_t(rank)]->choose
+                       : nullptr;
+  if (mode == put_mode::cma) {
+    if (timed) timed->start(mode, size);
     direct_access(true, rank, const_cast<void*>(src), size, remote_addr, k, note, note_len, ctx,
                   data);
+    if (timed) timed->finish(mode, size);
     return true;
   }
   put_start_msg m{remote_addr, size, k.key, k.generation, 0, 0, uint16_t(note_len), kind, {}};
   if (note_len) memcpy(m.note, note, note_len);
   if (!start_stream(rank, m)) return false;
-  outgoing_.add(
-      outgoing_put{rank, m.channel, static_cast<const char*>(src), size, 0, ctx, false, {}});
+  if (timed) timed->start(mode, size);
+  outgoing_put o{rank, m.channel, static_cast<const char*>(src), size, 0, ctx, false, {}};
+  o.timed = timed != nullptr;
+  outgoing_.add(o);
   return true;
+}
+
+// Rendezvous data as WEFT_SHM_PUT says (auto: as the peer's chooser says); a user's put by
+// cross-memory attach when permitted and WEFT_SHM_RMA asks for it.
+put_mode shm_device::mechanism_for(int rank, size_t size, bool data) {
+  const settings& cfg = ctx_.config();
+  if (!data) return cfg.rma_by_cma && ctx_.cma_permitted() ? put_mode::cma : put_mode::pipeline;
+  if (cfg.mode != put_mode::automatic) return cfg.mode;
+  return peers_[size_t(rank)]->choose.choose(size);
 }
 
 bool shm_device::try_get(int rank, void* dst, size_t size, uint64_t remote_addr, rkey_t k,
@@ -744,6 +771,7 @@ size_t shm_device::poll(sink& s, size_t max) {
     const uint32_t verdict = ch->verdict.load(std::memory_order_acquire);
     if (verdict == verdict_refused) {
       ch->busy.store(0, std::memory_order_release);
+      if (o.timed) peers_[size_t(o.rank)]->choose.finish(put_mode::pipeline, o.size);
       if (o.get_reply)
         ctx_.regions().release(me, o.held);
       else
@@ -764,6 +792,8 @@ size_t shm_device::poll(sink& s, size_t max) {
         ch->consumed.load(std::memory_order_acquire) < total)
       return false;
     ch->busy.store(0, std::memory_order_release);
+    bytes_pipelined_.fetch_add(o.size, std::memory_order_relaxed);
+    if (o.timed) peers_[size_t(o.rank)]->choose.finish(put_mode::pipeline, o.size);
     if (!o.get_reply) {
       s.on_put_local_done(o.ctx, true);
       return true;
@@ -779,6 +809,9 @@ size_t shm_device::poll(sink& s, size_t max) {
     const uint64_t total = nchunks(in.size);
     uint64_t w = in.channel->written.load(std::memory_order_acquire);
     while (in.consumed < w) {
+#ifdef WEFT_TEST_HOOKS
+      if (ctx_.config().test_delay_us) usleep(useconds_t(ctx_.config().test_delay_us));
+#endif
       size_t off = in.consumed * chunk;
       memcpy(in.dst + off, in.slots + (in.consumed % nslots) * chunk,
              std::min(chunk, in.size - off));
@@ -838,6 +871,7 @@ void shm_device::forget_peer(int rank) {
     if (o.rank != rank) return false;
     if (o.finished) return true;  // channel and region given back already
     channel_of(own_base_, o.channel)->busy.store(0, std::memory_order_release);
+    if (o.timed) peers_[size_t(rank)]->choose.finish(put_mode::pipeline, o.size);
     if (o.get_reply) ctx_.regions().release(me, o.held);
     return true;
   });
@@ -934,6 +968,13 @@ void shm_device::test_hook_after_claim() {
     raise(SIGKILL);
 }
 #endif
+
+uint64_t shm_device::count(counter_t c) const {
+  if (c == counter_t::bytes_pipelined) return bytes_pipelined_.load(std::memory_order_relaxed);
+  if (c == counter_t::bytes_cross_memory)
+    return bytes_cross_memory_.load(std::memory_order_relaxed);
+  return 0;
+}
 
 bool shm_device::peer_alive(int rank) {
   const peer& p = *peers_[size_t(rank)];

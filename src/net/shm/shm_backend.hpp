@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "net/backend.hpp"
+#include "net/shm/chooser.hpp"
 #include "net/shm/layout.hpp"
 #include "net/shm/regions.hpp"
 #include "net/shm/segment.hpp"
@@ -18,16 +19,15 @@
 
 namespace weft::net::shm {
 
-enum class put_mode { pipeline, cma };
-
 struct settings {
-  put_mode mode;
+  put_mode mode;  // of rendezvous data
   size_t nchannels;
   size_t chunk_size;
   size_t nslots;
   size_t nlanes;
   size_t nregions;
-  bool rma_by_cma;  // user puts and gets by cross-memory attach (when permitted)
+  bool rma_by_cma;       // user puts and gets by cross-memory attach (when permitted)
+  size_t test_delay_us;  // WEFT_TEST_PIPELINE_DELAY (test builds)
 };
 
 class shm_context;
@@ -55,6 +55,7 @@ class shm_device final : public device {
   void forget_peer(int rank) override;
   void wait_for_message(uint32_t timeout_us) override;
   size_t repair() override;
+  uint64_t count(counter_t c) const override;
 
  private:
   struct lane {
@@ -95,6 +96,7 @@ class shm_device final : public device {
     // A cross-memory copy found the process gone (ESRCH): dead, even while it lingers as
     // a zombie that kill(pid, 0) still finds until its parent reaps it.
     std::atomic<bool> gone{false};
+    chooser choose;  // how rendezvous data to this peer moves (WEFT_SHM_PUT=auto)
   };
   struct outgoing_put {
     int rank;
@@ -108,6 +110,7 @@ class shm_device final : public device {
     uint32_t note_len = 0;
     char note[max_note_size] = {};
     bool finished = false;  // get_reply: streamed; only the notification is left to take
+    bool timed = false;     // its time and bytes go to the peer's chooser
   };
   struct incoming_put {
     int rank;
@@ -166,6 +169,7 @@ class shm_device final : public device {
   // `data`: the core's rendezvous data, into a buffer the target named (nothing to check).
   void direct_access(bool write, int rank, void* local, size_t size, uint64_t remote_addr, rkey_t k,
                      const void* note, size_t note_len, void* ctx, bool data = false);
+  put_mode mechanism_for(int rank, size_t size, bool data);
   bool stream_out(int rank, const void* src, size_t size, uint64_t remote_addr, rkey_t k,
                   const void* note, size_t note_len, void* ctx, uint16_t kind);
   bool start_stream(int rank, put_start_msg& m);
@@ -201,6 +205,7 @@ class shm_device final : public device {
   work_list<deferred> deferred_;
   util::spinlock gets_lock_;
   std::vector<pending_get> gets_;
+  std::atomic<uint64_t> bytes_pipelined_{0}, bytes_cross_memory_{0};
 };
 
 class shm_context final : public context {
