@@ -52,6 +52,10 @@ inline int rank() {
   std::exit(3);
 }
 
+inline double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
 struct deadline {
   std::chrono::steady_clock::time_point end;
   explicit deadline(double seconds = 60)

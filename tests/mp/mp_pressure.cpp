@@ -56,10 +56,6 @@ long peak_kib() {
   return kib;
 }
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
 // What the receiver can hold before its senders must stop: what it keeps (`kept`) plus its
 // inbox, every lane of it on shared memory, or on the network the credits each peer has
 // (inbox_depth messages; see net/credits.hpp).

@@ -30,3 +30,4 @@ int scenario_first_transfer();
 int scenario_no_defaults();
 int scenario_loaded();
 int scenario_mechanism();
+int scenario_rma_burst();

@@ -779,6 +779,7 @@ int main(int argc, char** argv) {
       {"no_defaults", scenario_no_defaults},
       {"loaded", scenario_loaded},
       {"mechanism", scenario_mechanism},
+      {"rma_burst", scenario_rma_burst},
       {"burst_send", [] { return scenario_burst(false); }},
       {"burst_am", [] { return scenario_burst(true); }}};
   auto it = table.find(s);

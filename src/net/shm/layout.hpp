@@ -58,6 +58,8 @@ enum cell_kind : uint8_t {
   kind_notify = 3,       // a put or get done by cross-memory attach: the initiator's note
   kind_get_request = 4,  // read a region of the target and stream it back (pipelined get)
   kind_get_refused = 5,  // the target refused a pipelined get
+  kind_put_inline = 6,   // a small notified put: put_inline_msg, then the data
+  kind_put_ack = 7,      // the target applied (or refused) a kind_put_inline
 };
 
 // What a stream in a put channel is (put_start_msg::kind).
@@ -91,6 +93,23 @@ struct get_request_msg {
   uint32_t note_len;
   uint32_t pad;
   char note[40];
+};
+
+// A notified put small enough to travel in its cell: the target checks the region, copies
+// the data in and delivers the note in its progress, then acknowledges; no system call.
+struct put_inline_msg {
+  uint64_t remote_addr;
+  uint64_t key, generation;
+  uint64_t ctx;  // the initiator's, returned in the acknowledgment
+  uint32_t note_len;
+  uint32_t pad;
+  char note[40];
+};
+
+struct put_ack_msg {
+  uint64_t ctx;
+  uint32_t ok;
+  uint32_t pad;
 };
 
 struct get_refused_msg {

@@ -462,6 +462,11 @@ bool shm_device::try_put(int rank, const void* src, size_t size, uint64_t remote
 bool shm_device::stream_out(int rank, const void* src, size_t size, uint64_t remote_addr, rkey_t k,
                             const void* note, size_t note_len, void* ctx, uint16_t kind) {
   const bool data = kind == stream_data, self = rank == ctx_.boot().rank();
+  // A small notified put goes in its cell: the target progresses anyway to see the note,
+  // and a cross-memory write would cost a system call (1.5 us) for a few bytes.
+  if (kind == stream_put && note_len && !self && size &&
+      size + sizeof(put_inline_msg) <= max_message_size())
+    return put_inline(rank, src, size, remote_addr, k, note, note_len, ctx);
   const put_mode mode = self || size == 0 ? put_mode::cma : mechanism_for(rank, size, data);
   chooser* timed = data && ctx_.config().mode == put_mode::automatic && !self && size
                        ? &peers_[size_t(rank)]->choose
@@ -519,6 +524,57 @@ bool shm_device::try_get(int rank, void* dst, size_t size, uint64_t remote_addr,
     return false;
   }
   return true;
+}
+
+bool shm_device::put_inline(int rank, const void* src, size_t size, uint64_t remote_addr, rkey_t k,
+                            const void* note, size_t note_len, void* ctx) {
+  put_inline_msg m{
+      remote_addr, k.key, k.generation, reinterpret_cast<uint64_t>(ctx), uint32_t(note_len), 0, {}};
+  memcpy(m.note, note, note_len);
+  {  // remembered first: the acknowledgment may come before enqueue returns
+    util::lock_guard<util::spinlock> g(gets_lock_);
+    puts_.push_back(pending_put{rank, m.ctx});
+  }
+  if (enqueue(rank, kind_put_inline, &m, sizeof(m), src, size)) return true;
+  take_put(rank, m.ctx);
+  return false;
+}
+
+// The target's side of an inline put: check and hold the region, copy, deliver the note,
+// acknowledge. False when the sink refused the note: the cell is offered again later (the
+// copy then repeats, the same bytes to the same place).
+bool shm_device::apply_put_inline(sink& s, int src, const char* data, size_t len) {
+  put_inline_msg m;
+  memcpy(&m, data, sizeof(m));
+  const size_t size = len - sizeof(m);
+  const int me = ctx_.boot().rank();
+  rkey_t k{m.key, m.generation};
+  uint32_t held = 0;
+  const char* why = ctx_.regions().acquire(me, k, m.remote_addr, size, held);
+  if (why) {
+    log_refusal("put from a peer", me, k, m.remote_addr, size, why);
+  } else {
+    memcpy(reinterpret_cast<void*>(m.remote_addr), data + sizeof(m), size);
+    ctx_.regions().release(me, held);
+    if (!s.on_remote_notify(src, m.note, m.note_len)) return false;
+  }
+  put_ack_msg a{m.ctx, why ? 0u : 1u, 0};
+  if (!enqueue(src, kind_put_ack, &a, sizeof(a), nullptr, 0))
+    events_.add(
+        local_event{local_event::put_ack, src, reinterpret_cast<void*>(m.ctx), !why, 0, {}});
+  return true;
+}
+
+bool shm_device::take_put(int rank, uint64_t ctx) {
+  util::lock_guard<util::spinlock> g(gets_lock_);
+  for (size_t i = 0; i < puts_.size(); ++i) {
+    if (puts_[i].rank == rank && puts_[i].ctx == ctx) {
+      puts_[i] = puts_.back();
+      puts_.pop_back();
+      return true;
+    }
+  }
+  return false;
 }
 
 bool shm_device::take_get(int rank, uint64_t ctx, pending_get* out) {
@@ -630,6 +686,20 @@ bool shm_device::handle_other_cell(sink& s, const cell_header* c, const char* da
         return true;
       }
       if (!serve_get(src, m, held)) deferred_.add(deferred{src, false, held, m});
+      return true;
+    }
+    case kind_put_inline: {
+      put_inline_msg m;
+      if (c->len < sizeof(m)) break;
+      memcpy(&m, data, sizeof(m));
+      if (m.note_len == 0 || m.note_len > sizeof(m.note)) break;
+      return apply_put_inline(s, src, data, c->len);
+    }
+    case kind_put_ack: {
+      put_ack_msg a;
+      if (c->len != sizeof(a)) break;
+      memcpy(&a, data, sizeof(a));
+      if (take_put(src, a.ctx)) s.on_put_local_done(reinterpret_cast<void*>(a.ctx), a.ok != 0);
       return true;
     }
     case kind_get_refused: {
@@ -840,6 +910,10 @@ size_t shm_device::poll(sink& s, size_t max) {
     switch (e.kind) {
       case local_event::put_done: s.on_put_local_done(e.ctx, e.ok); return true;
       case local_event::get_done: s.on_get_done(e.ctx, e.ok); return true;
+      case local_event::put_ack: {
+        put_ack_msg a{reinterpret_cast<uint64_t>(e.ctx), e.ok ? 1u : 0u, 0};
+        return enqueue(e.rank, kind_put_ack, &a, sizeof(a), nullptr, 0);
+      }
       case local_event::notify: {
         notify_msg m{};
         memcpy(m.note, e.note, e.note_len);
@@ -887,8 +961,11 @@ void shm_device::forget_peer(int rank) {
   });
   events_.remove_if(
       [rank](const local_event& e) { return e.rank == rank && e.kind == local_event::notify; });
+  events_.remove_if(
+      [rank](const local_event& e) { return e.rank == rank && e.kind == local_event::put_ack; });
   util::lock_guard<util::spinlock> g(gets_lock_);
   std::erase_if(gets_, [rank](const pending_get& p) { return p.rank == rank; });
+  std::erase_if(puts_, [rank](const pending_put& p) { return p.rank == rank; });
 }
 
 // A cell at a lane's head that a sender claimed and never published stops the lane for

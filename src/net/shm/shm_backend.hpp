@@ -127,12 +127,16 @@ class shm_device final : public device {
     bool copied = false;  // the data is in; only the notification is left to take
   };
   struct local_event {
-    enum { put_done, get_done, notify } kind;
+    enum { put_done, get_done, notify, put_ack } kind;
     int rank;
     void* ctx;
     bool ok;
     uint32_t note_len;
     char note[max_note_size];
+  };
+  struct pending_put {  // an inline put of ours, waiting for the target's acknowledgment
+    int rank;
+    uint64_t ctx;
   };
   struct pending_get {  // a pipelined get of ours, waiting for the target's stream
     int rank;
@@ -174,6 +178,10 @@ class shm_device final : public device {
                   const void* note, size_t note_len, void* ctx, uint16_t kind);
   bool start_stream(int rank, put_start_msg& m);
   bool take_get(int rank, uint64_t ctx, pending_get* out = nullptr);
+  bool put_inline(int rank, const void* src, size_t size, uint64_t remote_addr, rkey_t k,
+                  const void* note, size_t note_len, void* ctx);
+  bool apply_put_inline(sink& s, int src, const char* data, size_t len);
+  bool take_put(int rank, uint64_t ctx);
   bool serve_get(int rank, const get_request_msg& m, uint32_t held);
   size_t drain_lane(sink& s, const lane& ln, lane_hold& hold, size_t max);
   [[gnu::noinline, gnu::cold]] void hold_run(lane_hold& hold, const lane& ln, uint64_t from,
@@ -203,8 +211,9 @@ class shm_device final : public device {
   work_list<incoming_put> incoming_;
   work_list<local_event> events_;
   work_list<deferred> deferred_;
-  util::spinlock gets_lock_;
+  util::spinlock gets_lock_;  // also guards puts_
   std::vector<pending_get> gets_;
+  std::vector<pending_put> puts_;
   std::atomic<uint64_t> bytes_pipelined_{0}, bytes_cross_memory_{0};
 };
 
