@@ -4,9 +4,14 @@
 libfabric's fi_pingpong for ofi, UCX's ucx_perftest for ucx. Rounds are interleaved (every
 configuration once per round) and medians compared, since this machine's speed drifts.
 
-usage: bench/backends.py [build] [rounds]   (writes bench/results/backends.csv, prints a table)
+usage: bench/backends.py [--build build] [--rounds 3] [--doc docs/backends.md]
+Writes bench/results/backends.csv and prints the table; with --doc, also replaces the table
+between the markers of docs/backends.md's "Measured per backend" section (never edit it by
+hand).
 """
+import argparse
 import csv
+import datetime
 import os
 import random
 import re
@@ -15,9 +20,16 @@ import subprocess
 import sys
 import time
 
-build = sys.argv[1] if len(sys.argv) > 1 else "build"
-rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 3
 here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, here)
+import peers  # noqa: E402
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--build", default="build")
+ap.add_argument("--rounds", type=int, default=3)
+ap.add_argument("--doc", default=None, help="the document whose table to replace")
+args = ap.parse_args()
+build, rounds = args.build, args.rounds
 weftrun = os.path.join(build, "weftrun")
 bench = os.path.join(build, "bench", "bench_weft")
 
@@ -55,17 +67,6 @@ def with_server(server, client, env):
         srv.wait()
 
 
-def ucx_perftest(tls, test, size, iters):
-    port = str(random.randint(20000, 60000))
-    out = with_server(["ucx_perftest", "-p", port],
-                      ["ucx_perftest", "127.0.0.1", "-p", port, "-t", test, "-s", str(size),
-                       "-n", str(iters), "-f"], {"UCX_TLS": tls})
-    nums = [l.split() for l in out.splitlines() if re.match(r"^\s+\d+\s+[\d.]+", l)]
-    # iterations, median latency, average latency, overall latency, bandwidth avg, overall,
-    # message rate avg, overall
-    return [float(x) for x in nums[-1]] if nums else None
-
-
 def fi_pingpong(prov, size, iters):
     port = str(random.randint(20000, 60000))
     base = ["fi_pingpong", "-p", prov, "-e", "rdm", "-B", port, "-I", str(iters), "-S", str(size)]
@@ -96,13 +97,13 @@ for r in range(rounds):
         for s in SIZES:
             add((label, "weft", f"bw{s}"), bw.get(s))
         if tool and tool[0] == "ucx":
-            lat = ucx_perftest(tool[1], "ucp_am_lat", 8, 20000)
-            add((label, "tool", "lat"), lat and lat[2])
-            rate = ucx_perftest(tool[1], "ucp_am_bw", 8, 200000)
-            add((label, "tool", "rate"), rate and rate[7] / 1e6)
+            lat = peers.ucx_perftest("ucp_am_lat", 8, 20000, tool[1])
+            add((label, "tool", "lat"), lat and lat["overall_lat"])
+            rate = peers.ucx_perftest("ucp_am_bw", 8, 200000, tool[1])
+            add((label, "tool", "rate"), rate and rate["overall_mr"] / 1e6)
             for s in SIZES:
-                b = ucx_perftest(tool[1], "ucp_am_bw", s, 2000)
-                add((label, "tool", f"bw{s}"), b and b[5] * 1.048576 / 1000)  # MiB/s -> GB/s
+                b = peers.ucx_perftest("ucp_am_bw", s, 2000, tool[1])
+                add((label, "tool", f"bw{s}"), b and b["overall_bw"] * 1048576 / 1e9)  # MiB/s -> GB/s
         elif tool:
             p = fi_pingpong(tool[1], 8, 5000)
             add((label, "tool", "lat"), p and p[1])
@@ -120,8 +121,7 @@ with open(path, "w", newline="") as f:
 
 units = {"lat": "us", "rate": "M/s", **{f"bw{s}": "GB/s" for s in SIZES}}
 names = {"lat": "8 B latency", "rate": "8 B message rate", **{f"bw{s}": f"bandwidth {s // 1024} KiB" for s in SIZES}}
-print("| backend | figure | Weft | transport's own tool | Weft / tool |")
-print("| --- | --- | --- | --- | --- |")
+table = ["| backend | figure | Weft | transport's own tool | Weft / tool |", "| --- | --- | --- | --- | --- |"]
 for label, _, tool in configs:
     for fig in units:
         wv = samples.get((label, "weft", fig))
@@ -130,7 +130,19 @@ for label, _, tool in configs:
         tm = statistics.median(tv) if tv else None
         tool_name = "-" if not tool else ("fi_pingpong" if tool[0] == "fi" else "ucx_perftest")
         ratio = f"{wm / tm:.2f}" if wm and tm else "-"
-        print(f"| {label} | {names[fig]} ({units[fig]}) | {wm:.3g} | "
-              f"{f'{tm:.3g} ({tool_name})' if tm else '-'} | {ratio} |" if wm else
-              f"| {label} | {names[fig]} | - | - | - |")
+        table.append(f"| {label} | {names[fig]} ({units[fig]}) | {wm:.3g} | "
+                     f"{f'{tm:.3g} ({tool_name})' if tm else '-'} | {ratio} |" if wm else
+                     f"| {label} | {names[fig]} ({units[fig]}) | - | - | - |")
+print("\n".join(table))
 print(f"\n{rounds} interleaved rounds, medians; CSV in {path}", file=sys.stderr)
+if args.doc:
+    begin, end = "<!-- measured: begin (bench/backends.py --doc) -->", "<!-- measured: end -->"
+    text = open(args.doc).read()
+    if begin not in text or end not in text:
+        sys.exit(f"{args.doc} has no {begin} ... {end} markers")
+    day = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    block = [begin, "", f"Generated by `bench/backends.py --rounds {rounds} --doc {args.doc}` on {day}, "
+             f"{os.cpu_count()} cores: {rounds} interleaved round{'s' if rounds != 1 else ''}, medians.", ""] + table + ["", end]
+    head, rest = text.split(begin, 1)
+    open(args.doc, "w").write(head + "\n".join(block) + rest.split(end, 1)[1])
+    print(f"wrote the table into {args.doc}", file=sys.stderr)

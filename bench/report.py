@@ -1,0 +1,404 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""From raw.csv to medians, ratios, plots and docs/benchmarks.md.
+
+The machine changes phase between rounds (a cache line takes 0.03-0.06 us to cross between
+the two cores in one phase and 0.2 us or more in another), so no figure is compared with a
+figure of another round: every ratio is taken within a round, against that round's best
+peer, and then summarised (median, range) over the rounds of one class. A round's class comes
+from its own flag probe (CLASS_RULE). Medians of one system over all rounds are given for
+reference only.
+"""
+import csv
+import datetime
+import os
+import platform
+import shutil
+import statistics
+
+FAST_US = 0.1
+CLASS_RULE = ("fast: the probe's cache-line ping-pong (one-way) took under %.1f us in that round; "
+              "slow: %.1f us or more" % (FAST_US, FAST_US))
+FIELDS = ["round", "class", "system", "api", "mode", "threads", "resources", "workload", "size",
+          "value", "unit", "mechanism"]
+PEERS_MPI = ("mpich", "openmpi")
+
+
+def key(r):
+    return (r["system"], r["api"], r["mode"], str(r["threads"]), r["resources"], r["workload"], str(r["size"]))
+
+
+def read_raw(path):
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+def write_raw(path, raw):
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=FIELDS)
+        w.writeheader()
+        for row in raw:
+            w.writerow({k: row.get(k, "") for k in FIELDS})
+
+
+def classify(raw):
+    """round -> "fast" / "slow" (from its flag probe) or "unclassified" (no probe)."""
+    flag = {r["round"]: float(r["value"]) for r in raw
+            if r["system"] == "probe" and r["api"] == "flag"}
+    rounds = sorted({r["round"] for r in raw}, key=int)
+    return {rd: ("unclassified" if rd not in flag else "fast" if flag[rd] < FAST_US else "slow")
+            for rd in rounds}
+
+
+def by_round(raw):
+    idx = {}
+    for r in raw:
+        idx.setdefault(r["round"], {})[key(r)] = float(r["value"])
+    return idx
+
+
+class Round:
+    """One round's figures, looked up by name."""
+
+    def __init__(self, values):
+        self.v = values
+
+    def get(self, system, api, mode, threads, resources, workload, size=8):
+        return self.v.get((system, api, mode, str(threads), resources, workload, str(size)))
+
+    def best(self, cands, low=False):
+        xs = [self.get(*c) for c in cands]
+        xs = [x for x in xs if x is not None]
+        return (min(xs) if low else max(xs)) if xs else None
+
+    # The figures the ratio table uses.
+    def lat(self, s, api="am"):
+        return self.get(s, api, "process", 1, "dedicated", "latency")
+
+    def rate(self, s, api="am"):
+        return self.get(s, api, "process", 1, "dedicated", "rate")
+
+    def bw(self, s, size, api="sr", workload="bandwidth"):
+        return self.get(s, api, "process", 1, "dedicated", workload, size)
+
+    def probe(self, api, workload, size=8):
+        return self.get("probe", api, "process", 1, "-", workload, size)
+
+    def peer_lat(self):
+        return self.best([(s, "am", "process", 1, "dedicated", "latency") for s in PEERS_MPI] +
+                         [("ucx", a, "process", 1, "dedicated", "latency") for a in ("tag", "am")], low=True)
+
+    def peer_rate(self):
+        return self.best([(s, "am", "process", 1, "dedicated", "rate") for s in PEERS_MPI] +
+                         [("ucx", a, "process", 1, "dedicated", "rate") for a in ("tag", "am")])
+
+    def peer_bw(self, size, workload="bandwidth"):
+        return self.best([(s, "sr", "process", 1, "dedicated", workload, size)
+                          for s in PEERS_MPI + (("ucx",) if workload == "bandwidth" else ())])
+
+    def copy_probe(self, size):
+        return self.best([("probe", a, "process", 1, "-", "bandwidth", size) for a in ("pipe", "cma")])
+
+    def threaded(self, s, mode, t, res="dedicated"):
+        return self.get(s, "am", mode, t, res, "rate")
+
+    def resource(self, name, t):
+        return self.get("weft", "resource", "threads", t, name, "resource", 0)
+
+    def instr(self, s, mode="loopback"):
+        return self.get(s, "am", mode, 1, "dedicated", "instructions")
+
+
+def ratio_rows(threads):
+    """(figure, target, fn(Round) -> (numerator, denominator, unit)). Targets from issue 21."""
+    t2 = 2 if 2 in threads else max(threads)
+    rows = [
+        ("8 B one-way latency (AM), Weft / best peer", "<= 1", lambda r: (r.lat("weft"), r.peer_lat(), "us")),
+        ("8 B latency (AM), Weft / flag probe", "<= 1.3", lambda r: (r.lat("weft"), r.probe("flag", "latency"), "us")),
+        ("8 B put latency (notified), Weft put / Weft AM", "<= 2",
+         lambda r: (r.lat("weft", "put_notify"), r.lat("weft"), "us")),
+        ("8 B message rate (AM, malloc'd buffers), Weft / best peer", ">= 1.5", lambda r: (r.rate("weft"), r.peer_rate(), "M/s")),
+        ("8 B message rate (AM, packet delivery), Weft / best peer", ">= 1.5",
+         lambda r: (r.rate("weft", "am_packet"), r.peer_rate(), "M/s")),
+        ("8 B message rate (AM), Weft / ring probe", "report", lambda r: (r.rate("weft"), r.probe("ring", "rate"), "M/s")),
+    ]
+    for size, label in ((65536, "64 KiB"), (4194304, "4 MiB")):
+        rows += [
+            ("bandwidth %s, Weft / best peer" % label, ">= 1", lambda r, s=size: (r.bw("weft", s), r.peer_bw(s), "GB/s")),
+            ("bandwidth %s, Weft / better copy probe (pipe, cma)" % label, ">= 0.8",
+             lambda r, s=size: (r.bw("weft", s), r.copy_probe(s), "GB/s")),
+        ]
+    rows += [
+        ("bandwidth 4 MiB, one in flight, Weft / best MPI", ">= 1",
+         lambda r: (r.bw("weft", 4194304, workload="bandwidth_w1"), r.peer_bw(4194304, "bandwidth_w1"), "GB/s")),
+        ("loopback %d threads / 1 thread (dedicated)" % t2, ">= 1.8",
+         lambda r: (r.threaded("weft", "loopback", t2), r.threaded("weft", "loopback", 1), "M/s")),
+        ("loopback %d threads, shared device / 1 thread" % t2, ">= 1.5",
+         lambda r: (r.threaded("weft", "loopback", t2, "shared"), r.threaded("weft", "loopback", 1), "M/s")),
+        ("loopback %d threads, Weft / best MPI" % t2, ">= 2",
+         lambda r: (r.threaded("weft", "loopback", t2), r.best([(s, "am", "loopback", t2, "dedicated", "rate") for s in PEERS_MPI]), "M/s")),
+        ("thread mode 2 ranks x %d threads, Weft / best MPI" % t2, ">= 2",
+         lambda r: (r.threaded("weft", "thread", t2), r.best([(s, "am", "thread", t2, "dedicated", "rate") for s in PEERS_MPI]), "M/s")),
+        ("completion queue push+pop, %d threads / fetch-and-add probe" % t2, ">= 0.7",
+         lambda r: (r.resource("cq_push_pop", t2), r.probe("fadd", "rate"), "M ops/s")),
+        ("completion queue push+pop, %d threads / 1 thread" % t2, "report",
+         lambda r: (r.resource("cq_push_pop", t2), r.resource("cq_push_pop", 1), "M ops/s")),
+        ("instructions per 8 B AM (loopback), Weft / MPICH", "< 1",
+         lambda r: (r.instr("weft"), r.instr("mpich"), "instr")),
+        ("instructions per 8 B AM (2 processes), Weft / best peer", "< 1",
+         lambda r: (r.instr("weft", "process"), r.best([(s, "am", "process", 1, "dedicated", "instructions") for s in PEERS_MPI + ("ucx",)], low=True), "instr")),
+        ("machine: %d threads / 1 thread of pure arithmetic" % t2, "ceiling",
+         lambda r: (r.resource("cpu_only", t2), r.resource("cpu_only", 1), "")),
+    ]
+    return rows
+
+
+def met(ratio, target):
+    for op, f in (("<=", lambda a, b: a <= b), (">=", lambda a, b: a >= b), ("<", lambda a, b: a < b)):
+        if target.startswith(op):
+            return "yes" if f(ratio, float(target[len(op):])) else "**no**"
+    return ""
+
+
+def fmt(v, digits=3):
+    return "–" if v is None else ("%.*g" % (digits, v))
+
+
+def summarise(rounds, fn):
+    """Ratios within each round, then median and range; medians of both sides."""
+    ratios, nums, dens, unit = [], [], [], ""
+    for r in rounds:
+        a, b, unit = fn(r)
+        if a is not None:
+            nums.append(a)
+        if b is not None:
+            dens.append(b)
+        if a is not None and b:
+            ratios.append(a / b)
+    med = lambda xs: statistics.median(xs) if xs else None
+    return ratios, med(nums), med(dens), unit
+
+
+def ratio_table(rounds, threads):
+    lines = ["| figure | target | ratio: median of rounds | range | met | values (medians) |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for name, target, fn in ratio_rows(threads):
+        ratios, a, b, unit = summarise(rounds, fn)
+        if not ratios:
+            lines.append("| %s | %s | – | | | not measured in these rounds |" % (name, target))
+            continue
+        m = statistics.median(ratios)
+        rng = "%s .. %s" % (fmt(min(ratios)), fmt(max(ratios))) if len(ratios) > 1 else ""
+        lines.append("| %s | %s | %s | %s | %s | %s vs %s %s |" % (name, target, fmt(m), rng, met(m, target), fmt(a), fmt(b), unit))
+    return lines
+
+
+def round_table(raw, classes, idx):
+    """One line per round: its probes, its class, and Weft's headline figures."""
+    mech = {}
+    for r in raw:
+        if r["system"] == "weft" and r["workload"] == "bandwidth" and r.get("mechanism"):
+            mech[(r["round"], r["size"])] = r["mechanism"]
+    lines = ["| round | class | flag probe (us) | ring probe (M/s) | pipe / cma probe 64 KiB (GB/s) | pipe / cma probe 4 MiB | "
+             "Weft AM latency (us) | Weft AM rate (M/s) | Weft 64 KiB (GB/s, mechanism) | Weft 4 MiB |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for rd in sorted(idx, key=int):
+        r = Round(idx[rd])
+        pp = lambda s: "%s / %s" % (fmt(r.probe("pipe", "bandwidth", s)), fmt(r.probe("cma", "bandwidth", s)))
+        bw = lambda s: "%s (%s)" % (fmt(r.bw("weft", s)), mech.get((rd, str(s)), "–"))
+        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            rd, classes[rd], fmt(r.probe("flag", "latency")), fmt(r.probe("ring", "rate")), pp(65536), pp(4194304),
+            fmt(r.lat("weft")), fmt(r.rate("weft")), bw(65536), bw(4194304)))
+    return lines
+
+
+def medians(raw, rounds_of_class):
+    """key -> {class: (median, samples)}."""
+    groups = {}
+    for r in raw:
+        for cls, rds in rounds_of_class.items():
+            if r["round"] in rds:
+                groups.setdefault(key(r), {}).setdefault(cls, []).append(float(r["value"]))
+    return {k: {c: (statistics.median(v), len(v)) for c, v in d.items()} for k, d in groups.items()}
+
+
+def write_medians_csv(path, med, classes_seen):
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["class"] + FIELDS[2:-3] + ["median", "samples"])
+        for k in sorted(med):
+            for c in classes_seen:
+                if c in med[k]:
+                    w.writerow([c] + list(k) + ["%.6g" % med[k][c][0], med[k][c][1]])
+
+
+def make_plots(med, cls, out, threads):
+    """PNG plots of one class's medians; returns the files written."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib not installed: no plots")
+        return []
+    g = lambda *k: med.get(tuple(str(x) for x in k), {}).get(cls, (None,))[0]
+    files = []
+
+    def save(fig, ax, name, xlabel, ylabel, title, legend=True):
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.set_title("%s (%s rounds)" % (title, cls), fontsize=10)
+        if legend:
+            ax.legend(fontsize=8)
+            ax.grid(alpha=0.3)
+        path = os.path.join(out, "%s_%s.png" % (name, cls))
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
+        files.append(path)
+        plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for system, api, style, label in (("weft", "sr", "o-", "weft"), ("mpich", "sr", "s--", "mpich"),
+                                      ("openmpi", "sr", "^--", "openmpi"), ("ucx", "sr", "v--", "ucx (tag)"),
+                                      ("probe", "pipe", "k:", "probe: two-process copy"),
+                                      ("probe", "cma", "k-.", "probe: cross-memory attach")):
+        pts = sorted((int(k[6]), v[cls][0]) for k, v in med.items()
+                     if k[0] == system and k[1] == api and k[5] == "bandwidth" and cls in v)
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label=label)
+    ax.set_xscale("log", base=2)
+    save(fig, ax, "bandwidth", "message size (bytes)", "GB/s", "Bandwidth, 2 processes, shared memory")
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    labels, vals = [], []
+    for system, api in (("weft", "am"), ("weft", "sr"), ("weft", "put_notify"), ("mpich", "am"), ("mpich", "sr"),
+                        ("openmpi", "am"), ("openmpi", "sr"), ("ucx", "tag"), ("ucx", "am")):
+        v = g(system, api, "process", 1, "dedicated", "latency", 8)
+        if v is not None:
+            labels.append("%s %s" % (system, api))
+            vals.append(v)
+    v = g("probe", "flag", "process", 1, "-", "latency", 8)
+    if v is not None:
+        labels.append("flag probe")
+        vals.append(v)
+    ax.bar(labels, vals, color=["#2a6" if l.startswith("weft") else "#888" if "probe" in l else "#68c" for l in labels])
+    ax.tick_params(axis="x", labelrotation=35)
+    save(fig, ax, "latency", "", "one-way latency (us)", "8-byte ping-pong latency, 2 processes", legend=False)
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    counts = sorted(set(threads) | {1})
+    for system, res, mode, style in (("weft", "dedicated", "loopback", "o-"), ("weft", "shared", "loopback", "o:"),
+                                     ("mpich", "dedicated", "loopback", "s--"), ("openmpi", "dedicated", "loopback", "^--"),
+                                     ("weft", "dedicated", "thread", "D-"), ("weft", "shared", "thread", "D:"),
+                                     ("weft", "shared_cq", "thread", "x:"),
+                                     ("mpich", "dedicated", "thread", "v--"), ("openmpi", "dedicated", "thread", "<--")):
+        pts = []
+        for t in counts:
+            m = mode if t > 1 or mode == "loopback" else "process"
+            v = g(system, "am", m, t, res if t > 1 else "dedicated", "rate", 8)
+            if v is not None:
+                pts.append((t, v))
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label="%s %s (%s)" % (system, mode, res))
+    ax.set_xticks(counts)
+    save(fig, ax, "rate_threads", "threads per process", "8-byte message rate (M/s)", "Message rate against threads")
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    names = sorted({k[4] for k in med if k[5] == "resource"})
+    for name in names:
+        pts = sorted((int(k[3]), v[cls][0]) for k, v in med.items() if k[5] == "resource" and k[4] == name and cls in v)
+        if pts:
+            base = pts[0][1] or 1
+            ax.plot([p[0] for p in pts], [p[1] / base for p in pts], "o-" if name != "cpu_only" else "k:", label=name)
+    if names:
+        save(fig, ax, "resources", "threads", "throughput relative to one thread",
+             "Resource throughput (cpu_only: the machine's own scaling)")
+    else:
+        plt.close(fig)
+    return files
+
+
+def thread_table(med, cls, threads):
+    counts = sorted(set(threads) | {1})
+    g = lambda *k: med.get(tuple(str(x) for x in k), {}).get(cls, (None,))[0]
+    lines = ["| system | mode | resources | " + " | ".join("%d" % t for t in counts) + " |",
+             "| --- | --- | --- | " + " | ".join("---" for _ in counts) + " |"]
+    for system, mode, res in (("weft", "loopback", "dedicated"), ("weft", "loopback", "shared"),
+                              ("mpich", "loopback", "dedicated"), ("openmpi", "loopback", "dedicated"),
+                              ("weft", "thread", "dedicated"), ("weft", "thread", "shared"), ("weft", "thread", "shared_cq"),
+                              ("mpich", "thread", "dedicated"), ("openmpi", "thread", "dedicated")):
+        cells = []
+        for t in counts:
+            m = mode if t > 1 or mode == "loopback" else "process"
+            cells.append(fmt(g(system, "am", m, t, res if t > 1 else "dedicated", "rate", 8)))
+        lines.append("| %s | %s | %s | %s |" % (system, mode, res, " | ".join(cells)))
+    return lines
+
+
+def write_doc(path, raw, commands, quick, threads, out, seconds):
+    classes = classify(raw)
+    idx = by_round(raw)
+    seen = [c for c in ("fast", "slow", "unclassified") if c in classes.values()]
+    rounds_of = {c: {rd for rd, k in classes.items() if k == c} for c in seen}
+    med = medians(raw, rounds_of)
+    write_medians_csv(os.path.join(out, "medians.csv"), med, seen)
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    nrounds = len(idx)
+    lines = ["# Benchmarks: Weft against MPICH, Open MPI and UCX", "",
+             "Generated by `scripts/bench.sh%s` (`bench/run.py`) on %s: %s, %d cores (`%s`), %d interleaved round%s%s. "
+             "Every system ran the same iterations. The machine drifts between phases within minutes, so each ratio is "
+             "taken within one round and summarised over the rounds of one class; a round's class is read from its "
+             "own probe (`bench/machine_probe.cpp`, built as `weft-probe`), %s. Classes in this run: %s." % (
+                 " --quick" if quick else "", now, platform.node() or "host", os.cpu_count(),
+                 platform.processor() or platform.machine(), nrounds, "s" if nrounds != 1 else "",
+                 ", %.0f minutes" % (seconds / 60) if seconds else "", CLASS_RULE,
+                 ", ".join("%s (%d round%s)" % (c, len(rounds_of[c]), "s" if len(rounds_of[c]) != 1 else "") for c in seen)),
+             "", "Two cores: the multithreaded figures show contention, not scale."]
+    for c in seen:
+        rs = [Round(idx[rd]) for rd in sorted(rounds_of[c], key=int)]
+        lines += ["", "## Ratios in %s rounds (%d)" % (c, len(rs)), ""] + ratio_table(rs, threads)
+    lines += ["", "## Every round", "",
+              "The probes and Weft's headline figures round by round, with the mechanism Weft's shared-memory "
+              "backend used for the bandwidth runs (`WEFT_SHM_PUT=auto`: pipelined copy or cross-memory attach, "
+              "chosen per peer and size by measured throughput).", ""] + round_table(raw, classes, idx)
+    for c in seen:
+        lines += ["", "## 8-byte message rate against threads, %s rounds (M/s)" % c, "",
+                  "Loopback: one process, each thread exchanging with itself. Thread mode: 2 processes, each thread "
+                  "paired with a thread of the peer; at 1 thread it is process mode.", ""] + thread_table(med, c, threads)
+    lines += ["", "## All medians", "", "| system | api | mode | threads | resources | workload | size | " +
+              " | ".join("%s median (n)" % c for c in seen) + " |", "| --- " * (7 + len(seen)) + "|"]
+    for k in sorted(med):
+        lines.append("| %s | " % " | ".join(k) + " | ".join(
+            "%s (%d)" % (fmt(med[k][c][0], 4), med[k][c][1]) if c in med[k] else "–" for c in seen) + " |")
+    lines += ["", "## Plots", ""]
+    docdir = os.path.dirname(path)
+    for c in seen:
+        for p in make_plots(med, c, out, threads):
+            dst = os.path.join(docdir, "img", os.path.basename(p))
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            shutil.copy(p, dst)
+            lines += ["![%s](img/%s)" % (os.path.basename(p)[:-4], os.path.basename(p)), ""]
+    lines += ["## Commands", "", "Each round ran these once, in this order:", "", "```"] + commands + ["```", "", WORKLOADS, ""]
+    with open(path, "w") as f:
+        f.write("\n".join(lines))
+
+
+WORKLOADS = (
+    "Workloads (`bench/bench_main.cpp`, the same code for Weft, MPICH and Open MPI): latency is an 8-byte ping-pong "
+    "(one-way = round trip / 2); rate is windows of 64 eight-byte messages closed by an acknowledgment, timed after an "
+    "untimed warm-up of a tenth as many (loopback: a thread sends its window to itself and consumes it); bandwidth is "
+    "windowed send/receive with the same buffers every time, at most 16 MiB in flight (window 16 up to 1 MiB), each "
+    "transfer with its own source and destination buffer (`bandwidth_w1`: one transfer in flight). UCX runs its own "
+    "`ucx_perftest` with `UCX_TLS=sm,self`, server and client pinned to cores 1 and 0: `tag_lat` and `ucp_am_lat` for "
+    "latency, `tag_bw` and `ucp_am_bw` at 8 bytes for message rate, `tag_bw` for bandwidth (the same number of "
+    "ping-pongs and messages, and the same bytes, as the others). Weft active messages go into a completion queue and "
+    "are freed with `std::free` (api `am`), or arrive in packets of the pool returned with `put_upacket` (api "
+    "`am_packet`); MPI's active-message variant uses a ring of 128 pre-posted receives. `put_notify` is "
+    "`bench_put_notify`: 8-byte puts with a notification, ping-pong. Process mode binds one rank per core for every "
+    "system; thread and loopback runs are not bound. Dedicated resources: a Weft device and completion queue per "
+    "thread, `MPI_Comm_dup` per thread for MPI. Shared: one Weft device, a completion queue per thread; shared_cq: one "
+    "device and one queue. When threads outnumber cores, every library's lane yields the processor after 16 fruitless "
+    "polls in a row (the same code for all). The probe rows: `flag` (cache-line ping-pong, one-way), `ring` (8-byte "
+    "messages through a single-producer ring), `pipe` (two-process copy through 8 staging slots of 64 KiB), `cma` "
+    "(`process_vm_readv` from the other process), `fadd` (two threads incrementing one shared counter); the resource "
+    "rows are `bench_resources` (one shared completion queue, matching engine or packet pool per thread count). "
+    "Instruction counts are callgrind's, over two run lengths so that start-up cancels.")
