@@ -109,7 +109,8 @@ WEFT_API void free_matching_engine(matching_engine_t* engine);
 // The runtime's own matching engine, used by posts that name none.
 WEFT_API matching_engine_t get_default_matching_engine(runtime_t runtime = {});
 
-// A completion queue of cq_depth entries: signalled operations wait in it for cq_pop.
+// A completion queue of cq_depth entries per signalling thread: signalled operations wait in
+// it for cq_pop (each thread's in the order it signalled them).
 inline comp_t alloc_cq() {
   return alloc_cq_x()();
 }

@@ -9,7 +9,7 @@
 #include <memory>
 
 #include "util/generation.hpp"
-#include "util/mpmc_queue.hpp"
+#include "util/sharded_queue.hpp"
 #include "util/small_copy.hpp"
 #include "util/spinlock.hpp"
 #include "weft/types.hpp"
@@ -72,7 +72,7 @@ class cq_impl final : public comp_impl {
   // on the thread that takes the message and will free it. Allocated in progress instead,
   // a window of messages outgrows glibc's per-thread cache (7 chunks of a size) and every
   // chunk past it takes the arena's slower path twice; see docs/concepts.md.
-  bool signal_inline(const status_t& s, const void* data, size_t n) {
+  [[gnu::always_inline]] bool signal_inline(const status_t& s, const void* data, size_t n) {
     return q_.push_with([&](entry& e) {
       e.s = s;
       e.s.buf = &inline_tag;
@@ -104,7 +104,7 @@ class cq_impl final : public comp_impl {
   static_assert(sizeof(entry) + sizeof(size_t) <= util::cache_line);
   // The address that marks a status whose payload is in its entry.
   static inline constinit char inline_tag = 0;
-  util::mpmc_queue<entry> q_;
+  util::sharded_queue<entry> q_;  // a ring per signalling thread: see sharded_queue.hpp
 };
 
 // Signals `c`: a completion queue, the usual target on the critical path, without the

@@ -36,7 +36,7 @@ class mpmc_queue {
   // push and pop that write or read the value in its cell (a wide T need not be copied
   // whole): `fill(T&)` runs once a cell is claimed, `take(T&)` before it is given back.
   template <typename Fill>
-  bool push_with(Fill&& fill) {
+  [[gnu::always_inline]] bool push_with(Fill&& fill) {
     size_t pos = tail_.load(std::memory_order_relaxed);
     for (;;) {
       cell& c = cells_[pos & mask_];
@@ -57,7 +57,7 @@ class mpmc_queue {
   }
 
   template <typename Take>
-  bool pop_with(Take&& take) {
+  [[gnu::always_inline]] bool pop_with(Take&& take) {
     size_t pos = head_.load(std::memory_order_relaxed);
     for (;;) {
       cell& c = cells_[pos & mask_];

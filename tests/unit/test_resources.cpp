@@ -76,6 +76,57 @@ TEST(CompletionQueue, FullQueueRefusesInsteadOfGrowing) {
   EXPECT_TRUE(cq.signal(s));
 }
 
+// A queue keeps a ring per signalling thread (util/sharded_queue.hpp): what one thread
+// signalled comes out in its order, to a consumer that never signals.
+TEST(CompletionQueue, EachProducersOrderIsKept) {
+  cq_impl cq(256);
+  const int per = 20000;
+  std::atomic<int> producing{kThreads};
+  std::vector<int> next(kThreads, 0);
+  std::vector<std::thread> ts;
+  for (int t = 0; t < kThreads; ++t)
+    ts.emplace_back([&, t] {
+      for (int i = 0; i < per; ++i) {
+        status_t s;
+        s.rank = t;
+        s.tag = tag_t(i);
+        while (!cq.signal(s)) std::this_thread::yield();
+      }
+      producing.fetch_sub(1);
+    });
+  status_t s;
+  for (;;) {
+    if (cq.pop(s)) {
+      ASSERT_EQ(s.tag, tag_t(next[size_t(s.rank)]++));
+    } else if (producing.load() == 0 && !cq.pop(s)) {
+      break;
+    } else if (producing.load() == 0) {
+      ASSERT_EQ(s.tag, tag_t(next[size_t(s.rank)]++));
+    }
+  }
+  for (auto& t : ts) t.join();
+  while (cq.pop(s)) ASSERT_EQ(s.tag, tag_t(next[size_t(s.rank)]++));
+  for (int n : next) EXPECT_EQ(n, per);
+}
+
+// The depth bounds each signalling thread's ring: one thread's full ring refuses it (its
+// sender sees retry) while another thread still has room of its own.
+TEST(CompletionQueue, TheDepthBoundsEachSignallingThread) {
+  cq_impl cq(4);
+  status_t s;
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(cq.signal(s));
+  EXPECT_FALSE(cq.signal(s));
+  std::thread other([&] {
+    status_t o;
+    for (int i = 0; i < 4; ++i) EXPECT_TRUE(cq.signal(o));
+    EXPECT_FALSE(cq.signal(o));
+  });
+  other.join();
+  int n = 0;
+  while (cq.pop(s)) ++n;
+  EXPECT_EQ(n, 8);
+}
+
 TEST(Synchronizer, ReadyAfterThresholdSignalsFromManyThreads) {
   const int per = 1000;
   sync_impl sync(size_t(kThreads * per));
