@@ -46,6 +46,9 @@ struct options {
   bool am_packets = false;
   // bw: transfers in flight per round; 0 keeps at most 16 MiB in flight (16 up to 1 MiB).
   size_t window = 0;
+  // Weft only: a lane with nothing to do sleeps in progress_x().block_us(block_us) instead
+  // of polling (lat --block-us N: the wake-up latency of blocking progress).
+  uint32_t block_us = 0;
 };
 
 size_t bw_window(const options& o, size_t size) {
@@ -171,6 +174,8 @@ options parse(int argc, char** argv) {
       o.am_packets = next() == "packet";
     else if (a == "--window")
       o.window = size_t(atol(next().c_str()));
+    else if (a == "--block-us")
+      o.block_us = uint32_t(atol(next().c_str()));
     else if (a == "--iters")
       o.iters = atol(next().c_str());
     else if (a == "--resources") {
@@ -198,6 +203,7 @@ int main(int argc, char** argv) {
   options o = parse(argc, argv);
   world_t w;
   w.init(o.threads, o.res, o.am_packets);
+  w.block_us = o.block_us;
   const bool loopback = w.n == 1;
   const bool initiator = w.me == 0;
   const int peer = loopback ? w.me : 1 - w.me;
@@ -257,7 +263,7 @@ int main(int argc, char** argv) {
       while (!sum.compare_exchange_weak(cur, cur + v)) {
       }
     });
-    report("latency", 8, sum.load() / o.threads * 1e6, "us");
+    report(o.block_us ? "latency_blocking" : "latency", 8, sum.load() / o.threads * 1e6, "us");
   } else if (o.workload == "rate") {
     // Warm-up, untimed: first touches of buffers and packets, connection set-up.
     run_threads(

@@ -24,7 +24,8 @@ struct weft_world {
   std::vector<weft::rcomp_t> rcomps;
   std::unique_ptr<std::atomic<long>[]> mailbox;  // shared_cq: arrivals per lane
 
-  bool packets = false;  // active messages arrive in packets (put_upacket) instead of malloc
+  bool packets = false;   // active messages arrive in packets (put_upacket) instead of malloc
+  uint32_t block_us = 0;  // idle lanes sleep in blocking progress (bench --block-us)
 
   void init(int lanes, resources r, bool am_packets) {
     packets = am_packets;
@@ -152,7 +153,7 @@ class weft_lane {
   // thread mode 2x2 against 13.4 M/s with yield: a futex wake-up costs more in this VM than
   // the window it waits for.)
   void idle() {
-    weft::progress_x().device(dev_)();
+    weft::progress_x().device(dev_).block_us(w_.block_us)();
     if (idle_.failed()) std::this_thread::yield();
   }
 

@@ -121,6 +121,15 @@ class device {
   // Returns at once if one is already queued. Wakes may be spurious.
   virtual void wait_for_message(uint32_t timeout_us) = 0;
 
+  // The same as a file descriptor, so that one thread can sleep on two backends at once
+  // (mixed: shared memory and the network). arm_wake() makes wake_fd() readable at the next
+  // arrival and returns true, or returns false when something is pending already (do not
+  // sleep); after the sleep, settle_wake() empties what woke it. No descriptor: -1, and
+  // wait_for_message() is the only way to sleep.
+  virtual int wake_fd() { return -1; }
+  virtual bool arm_wake() { return false; }
+  virtual void settle_wake() {}
+
   // False once the peer process is known to be gone.
   virtual bool peer_alive(int rank) = 0;
   // Once it is gone, why, for error messages (cold path).

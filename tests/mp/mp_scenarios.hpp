@@ -31,3 +31,4 @@ int scenario_no_defaults();
 int scenario_loaded();
 int scenario_mechanism();
 int scenario_rma_burst();
+int scenario_blocking();

@@ -780,6 +780,7 @@ int main(int argc, char** argv) {
       {"loaded", scenario_loaded},
       {"mechanism", scenario_mechanism},
       {"rma_burst", scenario_rma_burst},
+      {"blocking", scenario_blocking},
       {"burst_send", [] { return scenario_burst(false); }},
       {"burst_am", [] { return scenario_burst(true); }}};
   auto it = table.find(s);

@@ -12,6 +12,7 @@
 #include "bootstrap/bootstrap.hpp"
 #include "net/backend.hpp"
 #include "net/shm/shm_backend.hpp"
+#include "net/wake.hpp"
 #include "util/log.hpp"
 #include "util/spinlock.hpp"
 #include "util/thread_index.hpp"
@@ -130,9 +131,18 @@ class mixed_device final : public device {
     net_due_.store(m ? 0 : end + (end - start), std::memory_order_relaxed);
     return n + m;
   }
+  // Sleeps on shared memory's doorbell socket and the network's wait fd together, once
+  // both are armed; where either has no descriptor, on shared memory for up to 100 us at a
+  // time (the network is looked at again after each).
   void wait_for_message(uint32_t timeout_us) override {
-    // Shared memory wakes a sleeper; the network is looked at again within 100 us.
-    shm_->wait_for_message(std::min<uint32_t>(timeout_us, 100));
+    const int fds[2] = {shm_->wake_fd(), net_->wake_fd()};
+    if (fds[0] < 0 || fds[1] < 0) {
+      shm_->wait_for_message(std::min<uint32_t>(timeout_us, 100));
+      return;
+    }
+    if (!shm_->arm_wake() || !net_->arm_wake()) return;  // something is pending
+    sleep_on_fds(fds, 2, timeout_us);
+    shm_->settle_wake();
   }
   bool peer_alive(int rank) override {
     const int l = local_[size_t(rank)];

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "bootstrap/bootstrap.hpp"
+#include "net/wake.hpp"
 #include "util/fail.hpp"
 #include "util/log.hpp"
 #include "util/settings.hpp"
@@ -147,7 +148,14 @@ ofi_device::ofi_device(ofi_context& ctx, int index, const device_config& cfg)
   // peers' notified writes fit many times over: a provider whose queue overflows may drop
   // completions (sockets does), and its default size is its own choice.
   cq_attr.size = std::max<size_t>(8192, 4 * (recv_cells(cfg) + send_cells + info->tx_attr->size));
-  check(fi_cq_open(ctx.domain(), &cq_attr, &cq_, nullptr), "fi_cq_open");
+  // A wait fd, for blocking progress, where the provider has one; none where it does not.
+  cq_attr.wait_obj = FI_WAIT_FD;
+  if (fi_cq_open(ctx.domain(), &cq_attr, &cq_, nullptr) == 0) {
+    if (fi_control(&cq_->fid, FI_GETWAIT, &wait_fd_) != 0) wait_fd_ = -1;
+  } else {
+    cq_attr.wait_obj = FI_WAIT_NONE;
+    check(fi_cq_open(ctx.domain(), &cq_attr, &cq_, nullptr), "fi_cq_open");
+  }
   fi_av_attr av_attr{};
   av_attr.type = FI_AV_TABLE;
   check(fi_av_open(ctx.domain(), &av_attr, &av_, nullptr), "fi_av_open");
@@ -827,9 +835,22 @@ size_t ofi_device::poll(sink& s, size_t max) {
   return n;
 }
 
+// Sleeps on the completion queue's wait fd once fi_trywait says nothing is pending; a
+// provider without one sleeps up to 50 us at a time instead.
 void ofi_device::wait_for_message(uint32_t timeout_us) {
-  // Providers differ in wait objects; a short sleep keeps an idle thread off the core.
-  std::this_thread::sleep_for(std::chrono::microseconds(std::min<uint32_t>(timeout_us, 50)));
+  if (!arm_wake()) {
+    if (wait_fd_ < 0)
+      std::this_thread::sleep_for(std::chrono::microseconds(std::min<uint32_t>(timeout_us, 50)));
+    return;
+  }
+  sleep_on_fds(&wait_fd_, 1, timeout_us);
+}
+
+bool ofi_device::arm_wake() {
+  if (wait_fd_ < 0) return false;
+  fid* f = &cq_->fid;
+  util::lock_guard<util::spinlock> g(poll_lock_);         // the completion queue's reader
+  return fi_trywait(ctx_.fabric(), &f, 1) == FI_SUCCESS;  // -FI_EAGAIN: events pending
 }
 
 bool ofi_device::peer_alive(int rank) {

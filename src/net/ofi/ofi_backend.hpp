@@ -67,6 +67,8 @@ class ofi_device final : public device {
   bool settles_accesses(int) const override { return true; }
   size_t poll(sink& s, size_t max) override;
   void wait_for_message(uint32_t timeout_us) override;
+  int wake_fd() override { return wait_fd_; }
+  bool arm_wake() override;
   bool peer_alive(int rank) override;
   bool peers_changed() override {
     return news_.load(std::memory_order_relaxed) && news_.exchange(false);
@@ -221,6 +223,7 @@ class ofi_device final : public device {
   bool rx_cq_data_ = false;  // a remote write's CQ data consumes a posted receive
   fid_ep* ep_ = nullptr;
   fid_cq* cq_ = nullptr;
+  int wait_fd_ = -1;  // the completion queue's wait fd (FI_WAIT_FD), or -1
   fid_av* av_ = nullptr;
   std::vector<fi_addr_t> peers_;
   std::vector<char> recv_mem_, send_mem_;
@@ -351,6 +354,7 @@ class ofi_context final : public context {
   int context_id() const { return context_id_; }
   fi_info* info() const { return info_; }
   fid_domain* domain() const { return domain_; }
+  fid_fabric* fabric() const { return fabric_; }
   // The address a peer's registration is reached at: the virtual address, or the offset
   // into the registration for providers without FI_MR_VIRT_ADDR.
   bool virt_addr() const { return virt_addr_; }

@@ -124,6 +124,9 @@ struct alignas(util::cache_line) ring_index {
 // Producers read it after every claim; it is written only when someone goes to sleep and by
 // the one producer that wakes them, so it stays shared in every producer's cache and a
 // burst of messages costs one wake-up system call, not one per message.
+// Who sleeps on a device: bits of bell::armed, set by sleepers, cleared by the producer that
+// wakes them.
+enum : uint32_t { bell_futex = 1, bell_fd = 2 };
 struct alignas(util::cache_line) bell {
   std::atomic<uint32_t> armed;
 };

@@ -34,6 +34,7 @@ class segment {
   void prefault(size_t offset, size_t len);
   void* base() const { return base_; }
   size_t size() const { return size_; }
+  const std::string& name() const { return name_; }  // "" when anonymous
 
  private:
   void* base_ = nullptr;

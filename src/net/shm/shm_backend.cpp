@@ -197,6 +197,11 @@ std::string shm_device::create_segment() {
   h->cookie = b.cookie();
   own_bell_ = new (own_base_ + geo_.bell_offset()) bell{};
   own_bell_->armed.store(0);
+  if (!(n > 1 ? bell_sock_.open(bell_address_of(name)) : bell_sock_.open_private()))
+    WEFT_LOG(info,
+             "shm: no doorbell socket for device %d (%s); a thread sleeping on shared "
+             "memory and the network together looks at shared memory every 100 us",
+             index_, strerror(errno));
   own_lanes_.resize(geo_.nlanes);
   holds_.reset(new lane_hold[geo_.nlanes]);
   for (size_t l = 0; l < geo_.nlanes; ++l) {
@@ -255,10 +260,12 @@ void shm_device::attach_peers() {
     auto p = std::make_unique<peer>();
     if (r == me) {
       p->base = own_base_;
+      if (!own_.name().empty()) p->bell_at = bell_address_of(own_.name());
     } else {
       // Map whatever the peer created, check its header, and only then rely on its size:
       // a peer with other settings gets a message naming them, not a bus error.
       const std::string seg_name = b.get(r, key("seg", ctx_.context_id(), index_));
+      p->bell_at = bell_address_of(seg_name);
       p->seg.attach(seg_name, sizeof(segment_header));
       p->base = static_cast<char*>(p->seg.base());
       auto* ph = reinterpret_cast<segment_header*>(p->base);
@@ -337,9 +344,8 @@ bool shm_device::enqueue(int rank, uint8_t kind, const void* a, size_t alen, con
         // The claim above was a sequentially consistent read-modify-write of the tail, and
         // a sleeper arms the bell before it rereads every tail: either it sees this claim
         // or this load sees the bell armed. Only the producer that disarms it wakes.
-        if (p.bell_->armed.load(std::memory_order_seq_cst) &&
-            p.bell_->armed.exchange(0, std::memory_order_seq_cst))
-          syscall(SYS_futex, &p.bell_->armed, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+        if (p.bell_->armed.load(std::memory_order_seq_cst)) [[unlikely]]
+          ring_bell(p);
         return true;
       }
     } else if (dif < 0) {
@@ -348,6 +354,14 @@ bool shm_device::enqueue(int rank, uint8_t kind, const void* a, size_t alen, con
       pos = ln.tail->value.load(std::memory_order_relaxed);
     }
   }
+}
+
+// Wakes whoever sleeps on a peer's device: futex sleepers and descriptor sleepers.
+void shm_device::ring_bell(peer& p) {
+  const uint32_t armed = p.bell_->armed.exchange(0, std::memory_order_seq_cst);
+  if (armed & bell_futex)
+    syscall(SYS_futex, &p.bell_->armed, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+  if (armed & bell_fd) bell_sock_.ring(p.bell_at);
 }
 
 bool shm_device::try_send(int rank, const void* hdr, size_t hdr_len, const void* payload,
@@ -925,18 +939,29 @@ size_t shm_device::poll(sink& s, size_t max) {
   return n;
 }
 
-void shm_device::wait_for_message(uint32_t timeout_us) {
-  if (!outgoing_.empty() || !incoming_.empty() || !events_.empty()) return;  // work in hand
-  // Several threads may sleep on one device: each arms the bell (a read-modify-write, so
-  // it is ordered against the producers' claims), and the waking producer wakes them all.
-  own_bell_->armed.exchange(1, std::memory_order_seq_cst);
-  // Anything claimed in a lane (published or not yet) means: do not sleep.
+// Arms the bell for a sleeper of kind `bit` (bell_futex, bell_fd) and says whether it may
+// sleep: not with work in hand or anything claimed in a lane (published or not yet).
+// Several threads may sleep on one device: each arms the bell (a read-modify-write, so it
+// is ordered against the producers' claims), and the waking producer wakes them all.
+uint32_t shm_device::arm_bell(uint32_t bit) {
+  if (!outgoing_.empty() || !incoming_.empty() || !events_.empty()) return 0;  // work in hand
+  const uint32_t armed = own_bell_->armed.fetch_or(bit, std::memory_order_seq_cst) | bit;
   for (const lane& ln : own_lanes_)
     if (ln.tail->value.load(std::memory_order_seq_cst) !=
         ln.head->value.load(std::memory_order_seq_cst))
-      return;
+      return 0;
+  return armed;
+}
+
+void shm_device::wait_for_message(uint32_t timeout_us) {
+  const uint32_t armed = arm_bell(bell_futex);
+  if (!armed) return;
   timespec ts{time_t(timeout_us / 1000000), long(timeout_us % 1000000) * 1000};
-  syscall(SYS_futex, &own_bell_->armed, FUTEX_WAIT, 1, &ts, nullptr, 0);
+  syscall(SYS_futex, &own_bell_->armed, FUTEX_WAIT, armed, &ts, nullptr, 0);
+}
+
+bool shm_device::arm_wake() {
+  return bell_sock_.fd() >= 0 && arm_bell(bell_fd) != 0;
 }
 
 void shm_device::forget_peer(int rank) {

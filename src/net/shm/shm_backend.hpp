@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "net/backend.hpp"
+#include "net/shm/bell_socket.hpp"
 #include "net/shm/chooser.hpp"
 #include "net/shm/layout.hpp"
 #include "net/shm/regions.hpp"
@@ -54,6 +55,9 @@ class shm_device final : public device {
   bool peer_alive(int rank) override;
   void forget_peer(int rank) override;
   void wait_for_message(uint32_t timeout_us) override;
+  int wake_fd() override { return bell_sock_.fd(); }
+  bool arm_wake() override;
+  void settle_wake() override { bell_sock_.drain(); }
   size_t repair() override;
   uint64_t count(counter_t c) const override;
 
@@ -96,7 +100,8 @@ class shm_device final : public device {
     // A cross-memory copy found the process gone (ESRCH): dead, even while it lingers as
     // a zombie that kill(pid, 0) still finds until its parent reaps it.
     std::atomic<bool> gone{false};
-    chooser choose;  // how rendezvous data to this peer moves (WEFT_SHM_PUT=auto)
+    chooser choose;        // how rendezvous data to this peer moves (WEFT_SHM_PUT=auto)
+    bell_address bell_at;  // its device's doorbell socket
   };
   struct outgoing_put {
     int rank;
@@ -152,6 +157,8 @@ class shm_device final : public device {
   };
 
   bool enqueue(int rank, uint8_t kind, const void* a, size_t alen, const void* b, size_t blen);
+  [[gnu::noinline, gnu::cold]] void ring_bell(peer& p);
+  uint32_t arm_bell(uint32_t bit);
   // body: the cell's body slot, where the message is when it does not fit inline. Core
   // messages are handed on here; backend cells and malformed ones go out of line.
   // False: the sink refused it; the cell stays claimed (lane_hold).
@@ -215,6 +222,7 @@ class shm_device final : public device {
   std::vector<pending_get> gets_;
   std::vector<pending_put> puts_;
   std::atomic<uint64_t> bytes_pipelined_{0}, bytes_cross_memory_{0};
+  bell_socket bell_sock_;  // the doorbell as a descriptor (mixed); none for a lone rank
 };
 
 class shm_context final : public context {

@@ -85,6 +85,8 @@ class ucx_device final : public device {
   const char* check_remote(int rank, uint64_t remote_addr, size_t size, rkey_t rkey) override;
   size_t poll(sink& s, size_t max) override;
   void wait_for_message(uint32_t timeout_us) override;
+  int wake_fd() override { return efd_; }
+  bool arm_wake() override;
   bool peer_alive(int rank) override;
   void forget_peer(int rank) override;
 
@@ -185,6 +187,7 @@ class ucx_device final : public device {
   const size_t cell_size_;
   const uint64_t device_generation_;  // unique among this process's devices, ever
   ucp_worker_h worker_ = nullptr;
+  int efd_ = -1;  // the worker's event fd (UCP_FEATURE_WAKEUP), or -1
   std::unique_ptr<peer[]> peers_;
   util::object_pool<op> ops_;  // operations in flight, reused
   util::object_pool<stream_state> streams_;

@@ -31,7 +31,8 @@ ucx_context::ucx_context(std::shared_ptr<bootstrap::bootstrap> boot, int context
   ucp_params_t p{};
   p.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED |
                  UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
-  p.features = UCP_FEATURE_AM | UCP_FEATURE_RMA;
+  // WAKEUP: a worker's event fd, for blocking progress (wait_for_message).
+  p.features = UCP_FEATURE_AM | UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP;
   p.mt_workers_shared = 1;  // devices are driven by different threads
   p.estimated_num_eps = size_t(boot_->size());
   // ucp_init is inline over ucp_init_version: called directly, through the table.

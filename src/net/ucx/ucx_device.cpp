@@ -10,6 +10,7 @@
 
 #include "bootstrap/bootstrap.hpp"
 #include "net/ucx/ucx_backend.hpp"
+#include "net/wake.hpp"
 #include "util/fail.hpp"
 #include "util/log.hpp"
 #include "util/process.hpp"
@@ -63,6 +64,7 @@ ucx_device::ucx_device(ucx_context& ctx, int index, const device_config& cfg)
   hp.cb = &ucx_device::on_am;
   hp.arg = this;
   check(ucp_worker_set_am_recv_handler(worker_, &hp), "ucp_worker_set_am_recv_handler");
+  if (ucp_worker_get_efd(worker_, &efd_) != UCS_OK) efd_ = -1;  // then wait by sleeping
 
   // Every rank publishes its process id and its worker's address; endpoints connect on
   // first use.
@@ -706,10 +708,21 @@ size_t ucx_device::poll(sink& s, size_t) {
   return n;
 }
 
+// Sleeps on the worker's event fd once ucp_worker_arm says nothing is pending; a worker
+// without one (a transport that cannot arm) sleeps up to 50 us at a time instead.
 void ucx_device::wait_for_message(uint32_t timeout_us) {
-  // A short sleep keeps an idle thread off the core. The worker's event fd would wake it at
-  // once, but not every transport arms one (see docs/backends.md).
-  std::this_thread::sleep_for(std::chrono::microseconds(std::min<uint32_t>(timeout_us, 50)));
+  if (!arm_wake()) {
+    if (efd_ < 0)
+      std::this_thread::sleep_for(std::chrono::microseconds(std::min<uint32_t>(timeout_us, 50)));
+    return;
+  }
+  sleep_on_fds(&efd_, 1, timeout_us);
+}
+
+bool ucx_device::arm_wake() {
+  if (efd_ < 0) return false;
+  util::lock_guard<util::spinlock> g(worker_lock_);
+  return ucp_worker_arm(worker_) == UCS_OK;  // UCS_ERR_BUSY: events to progress first
 }
 
 bool ucx_device::peer_alive(int rank) {

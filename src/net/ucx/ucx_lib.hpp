@@ -31,8 +31,10 @@
   X(ucp_rkey_destroy)               \
   X(ucp_rkey_pack)                  \
   X(ucp_worker_create)              \
+  X(ucp_worker_arm)                 \
   X(ucp_worker_destroy)             \
   X(ucp_worker_get_address)         \
+  X(ucp_worker_get_efd)             \
   X(ucp_worker_progress)            \
   X(ucp_worker_release_address)     \
   X(ucp_worker_set_am_recv_handler) \
@@ -77,7 +79,9 @@ WEFT_DYNLIB_TABLE(ucx_lib, ucx, WEFT_UCX_FUNCTIONS, WEFT_UCX_SONAME, "the ucx ba
 #define ucp_rkey_destroy (::weft::net::ucx::ucx().ucp_rkey_destroy)
 #define ucp_rkey_pack (::weft::net::ucx::ucx().ucp_rkey_pack)
 #define ucp_worker_create (::weft::net::ucx::ucx().ucp_worker_create)
+#define ucp_worker_arm (::weft::net::ucx::ucx().ucp_worker_arm)
 #define ucp_worker_destroy (::weft::net::ucx::ucx().ucp_worker_destroy)
+#define ucp_worker_get_efd (::weft::net::ucx::ucx().ucp_worker_get_efd)
 #define ucp_worker_get_address (::weft::net::ucx::ucx().ucp_worker_get_address)
 #define ucp_worker_progress (::weft::net::ucx::ucx().ucp_worker_progress)
 #define ucp_worker_release_address (::weft::net::ucx::ucx().ucp_worker_release_address)
