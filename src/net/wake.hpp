@@ -5,8 +5,13 @@
 
 #include <poll.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <ctime>
+#include <thread>
+
+#include "net/backend.hpp"
 
 namespace weft::net {
 
@@ -15,6 +20,17 @@ inline void sleep_on_fds(const int* fds, int n, uint32_t timeout_us) {
   for (int i = 0; i < n && i < 2; ++i) p[i] = pollfd{fds[i], POLLIN, 0};
   timespec ts{time_t(timeout_us / 1000000), long(timeout_us % 1000000) * 1000};
   ppoll(p, nfds_t(n), &ts, nullptr);  // a signal (EINTR) is a spurious wake: allowed
+}
+
+// wait_for_message of a backend with a wake descriptor: sleeps on it once armed (nothing
+// pending); a device without one naps up to 50 us at a time.
+inline void wait_armed(device& d, uint32_t timeout_us) {
+  if (d.arm_wake()) {
+    const int fd = d.wake_fd();
+    sleep_on_fds(&fd, 1, timeout_us);
+  } else if (d.wake_fd() < 0) {
+    std::this_thread::sleep_for(std::chrono::microseconds(std::min<uint32_t>(timeout_us, 50)));
+  }
 }
 
 }  // namespace weft::net

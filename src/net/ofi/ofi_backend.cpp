@@ -838,12 +838,7 @@ size_t ofi_device::poll(sink& s, size_t max) {
 // Sleeps on the completion queue's wait fd once fi_trywait says nothing is pending; a
 // provider without one sleeps up to 50 us at a time instead.
 void ofi_device::wait_for_message(uint32_t timeout_us) {
-  if (!arm_wake()) {
-    if (wait_fd_ < 0)
-      std::this_thread::sleep_for(std::chrono::microseconds(std::min<uint32_t>(timeout_us, 50)));
-    return;
-  }
-  sleep_on_fds(&wait_fd_, 1, timeout_us);
+  wait_armed(*this, timeout_us);
 }
 
 bool ofi_device::arm_wake() {

@@ -711,12 +711,7 @@ size_t ucx_device::poll(sink& s, size_t) {
 // Sleeps on the worker's event fd once ucp_worker_arm says nothing is pending; a worker
 // without one (a transport that cannot arm) sleeps up to 50 us at a time instead.
 void ucx_device::wait_for_message(uint32_t timeout_us) {
-  if (!arm_wake()) {
-    if (efd_ < 0)
-      std::this_thread::sleep_for(std::chrono::microseconds(std::min<uint32_t>(timeout_us, 50)));
-    return;
-  }
-  sleep_on_fds(&efd_, 1, timeout_us);
+  wait_armed(*this, timeout_us);
 }
 
 bool ucx_device::arm_wake() {
