@@ -1,12 +1,13 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """From raw.csv to medians, ratios, plots and docs/benchmarks.md.
 
-The machine changes phase between rounds (a cache line takes 0.03-0.06 us to cross between
-the two cores in one phase and 0.2 us or more in another), so no figure is compared with a
-figure of another round: every ratio is taken within a round, against that round's best
-peer, and then summarised (median, range) over the rounds of one class. A round's class comes
-from its own flag probe (CLASS_RULE). Medians of one system over all rounds are given for
-reference only.
+The machine changes phase between rounds and within them (a cache line takes 0.03-0.06 us to
+cross between the two cores in one phase and 0.2 us or more in another), so no figure is
+compared with a figure of another round: every ratio is taken within a round, against that
+round's best peer. Each measurement is preceded by the flag probe and carries its reading
+(column `flag`); a ratio belongs to a class (CLASS_RULE) when every measurement in it was
+taken in that class, and to "mixed" when they straddle a change of phase. Ratios are then
+summarised (median, range) per class.
 """
 import csv
 import datetime
@@ -16,10 +17,14 @@ import shutil
 import statistics
 
 FAST_US = 0.1
-CLASS_RULE = ("fast: the probe's cache-line ping-pong (one-way) took under %.1f us in that round; "
-              "slow: %.1f us or more" % (FAST_US, FAST_US))
-FIELDS = ["round", "class", "system", "api", "mode", "threads", "resources", "workload", "size",
+CLASS_RULE = ("fast: the probe's cache-line ping-pong (one-way) took under %.1f us just before the "
+              "measurement; slow: %.1f us or more" % (FAST_US, FAST_US))
+FIELDS = ["round", "class", "flag", "system", "api", "mode", "threads", "resources", "workload", "size",
           "value", "unit", "mechanism"]
+
+
+def class_of_flag(flag):
+    return "fast" if flag < FAST_US else "slow"
 PEERS_MPI = ("mpich", "openmpi")
 
 
@@ -50,25 +55,49 @@ def classify(raw):
 
 
 def by_round(raw):
+    """round -> key -> (value, flag or None)."""
     idx = {}
     for r in raw:
-        idx.setdefault(r["round"], {})[key(r)] = float(r["value"])
+        flag = float(r["flag"]) if r.get("flag") else None
+        idx.setdefault(r["round"], {})[key(r)] = (float(r["value"]), flag)
     return idx
 
 
 class Round:
-    """One round's figures, looked up by name."""
+    """One round's figures, looked up by name; remembers the flag readings of those used."""
 
-    def __init__(self, values):
+    def __init__(self, values, start_class="unclassified"):
         self.v = values
+        self.start_class = start_class
+        self.flags = []
 
-    def get(self, system, api, mode, threads, resources, workload, size=8):
+    def peek(self, system, api, mode, threads, resources, workload, size=8):
         return self.v.get((system, api, mode, str(threads), resources, workload, str(size)))
 
+    def get(self, *k):
+        hit = self.peek(*k)
+        if hit is None:
+            return None
+        if hit[1] is not None:
+            self.flags.append(hit[1])
+        return hit[0]
+
     def best(self, cands, low=False):
-        xs = [self.get(*c) for c in cands]
-        xs = [x for x in xs if x is not None]
-        return (min(xs) if low else max(xs)) if xs else None
+        hits = [h for h in (self.peek(*c) for c in cands) if h is not None]
+        if not hits:
+            return None
+        h = (min if low else max)(hits, key=lambda x: x[0])
+        if h[1] is not None:
+            self.flags.append(h[1])
+        return h[0]
+
+    def measure(self, fn):
+        """fn(self) and the class of what it used: fast, slow, or mixed."""
+        self.flags = []
+        out = fn(self)
+        classes = {class_of_flag(f) for f in self.flags}
+        cls = classes.pop() if len(classes) == 1 else "mixed" if classes else self.start_class
+        return out, cls
 
     # The figures the ratio table uses.
     def lat(self, s, api="am"):
@@ -163,11 +192,15 @@ def fmt(v, digits=3):
     return "–" if v is None else ("%.*g" % (digits, v))
 
 
-def summarise(rounds, fn):
-    """Ratios within each round, then median and range; medians of both sides."""
+def summarise(rounds, fn, cls):
+    """Ratios within each round, of the measurements of class `cls`, then median and range;
+    medians of both sides."""
     ratios, nums, dens, unit = [], [], [], ""
     for r in rounds:
-        a, b, unit = fn(r)
+        (a, b, u), c = r.measure(fn)
+        unit = u
+        if c != cls:
+            continue
         if a is not None:
             nums.append(a)
         if b is not None:
@@ -178,17 +211,18 @@ def summarise(rounds, fn):
     return ratios, med(nums), med(dens), unit
 
 
-def ratio_table(rounds, threads):
-    lines = ["| figure | target | ratio: median of rounds | range | met | values (medians) |",
-             "| --- | --- | --- | --- | --- | --- |"]
+def ratio_table(rounds, threads, cls):
+    lines = ["| figure | target | ratio: median | ratios | range | met | values (medians) |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
     for name, target, fn in ratio_rows(threads):
-        ratios, a, b, unit = summarise(rounds, fn)
+        ratios, a, b, unit = summarise(rounds, fn, cls)
         if not ratios:
-            lines.append("| %s | %s | – | | | not measured in these rounds |" % (name, target))
+            lines.append("| %s | %s | – | 0 | | | none measured in this class |" % (name, target))
             continue
         m = statistics.median(ratios)
         rng = "%s .. %s" % (fmt(min(ratios)), fmt(max(ratios))) if len(ratios) > 1 else ""
-        lines.append("| %s | %s | %s | %s | %s | %s vs %s %s |" % (name, target, fmt(m), rng, met(m, target), fmt(a), fmt(b), unit))
+        lines.append("| %s | %s | %s | %d | %s | %s | %s vs %s %s |" % (
+            name, target, fmt(m), len(ratios), rng, met(m, target), fmt(a), fmt(b), unit))
     return lines
 
 
@@ -202,7 +236,7 @@ def round_table(raw, classes, idx):
              "Weft AM latency (us) | Weft AM rate (M/s) | Weft 64 KiB (GB/s, mechanism) | Weft 4 MiB |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for rd in sorted(idx, key=int):
-        r = Round(idx[rd])
+        r = Round(idx[rd], classes[rd])
         pp = lambda s: "%s / %s" % (fmt(r.probe("pipe", "bandwidth", s)), fmt(r.probe("cma", "bandwidth", s)))
         bw = lambda s: "%s (%s)" % (fmt(r.bw("weft", s)), mech.get((rd, str(s)), "–"))
         lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
@@ -211,13 +245,16 @@ def round_table(raw, classes, idx):
     return lines
 
 
-def medians(raw, rounds_of_class):
-    """key -> {class: (median, samples)}."""
+def row_class(r, classes):
+    """A measurement's class: from its own flag reading, else its round's."""
+    return class_of_flag(float(r["flag"])) if r.get("flag") else classes.get(r["round"], "unclassified")
+
+
+def medians(raw, classes):
+    """key -> {class: (median, samples)}, each measurement in its own class."""
     groups = {}
     for r in raw:
-        for cls, rds in rounds_of_class.items():
-            if r["round"] in rds:
-                groups.setdefault(key(r), {}).setdefault(cls, []).append(float(r["value"]))
+        groups.setdefault(key(r), {}).setdefault(row_class(r, classes), []).append(float(r["value"]))
     return {k: {c: (statistics.median(v), len(v)) for c, v in d.items()} for k, d in groups.items()}
 
 
@@ -246,7 +283,7 @@ def make_plots(med, cls, out, threads):
     def save(fig, ax, name, xlabel, ylabel, title, legend=True):
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
-        ax.set_title("%s (%s rounds)" % (title, cls), fontsize=10)
+        ax.set_title("%s (%s measurements)" % (title, cls), fontsize=10)
         if legend:
             ax.legend(fontsize=8)
             ax.grid(alpha=0.3)
@@ -337,31 +374,39 @@ def thread_table(med, cls, threads):
 def write_doc(path, raw, commands, quick, threads, out, seconds):
     classes = classify(raw)
     idx = by_round(raw)
-    seen = [c for c in ("fast", "slow", "unclassified") if c in classes.values()]
-    rounds_of = {c: {rd for rd, k in classes.items() if k == c} for c in seen}
-    med = medians(raw, rounds_of)
+    counts = {}
+    for r in raw:
+        c = row_class(r, classes)
+        counts[c] = counts.get(c, 0) + 1
+    seen = [c for c in ("fast", "slow", "unclassified") if c in counts]
+    med = medians(raw, classes)
     write_medians_csv(os.path.join(out, "medians.csv"), med, seen)
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     nrounds = len(idx)
     lines = ["# Benchmarks: Weft against MPICH, Open MPI and UCX", "",
              "Generated by `scripts/bench.sh%s` (`bench/run.py`) on %s: %s, %d cores (`%s`), %d interleaved round%s%s. "
              "Every system ran the same iterations. The machine drifts between phases within minutes, so each ratio is "
-             "taken within one round and summarised over the rounds of one class; a round's class is read from its "
-             "own probe (`bench/machine_probe.cpp`, built as `weft-probe`), %s. Classes in this run: %s." % (
+             "taken within one round, and every measurement is preceded by the flag probe of `weft-probe` "
+             "(`bench/machine_probe.cpp`) and classed by it, %s; a ratio is summarised in a class when all its "
+             "measurements fell in that class (\"mixed\" when they straddle a change). Measurements in this run: %s." % (
                  " --quick" if quick else "", now, platform.node() or "host", os.cpu_count(),
                  platform.processor() or platform.machine(), nrounds, "s" if nrounds != 1 else "",
                  ", %.0f minutes" % (seconds / 60) if seconds else "", CLASS_RULE,
-                 ", ".join("%s (%d round%s)" % (c, len(rounds_of[c]), "s" if len(rounds_of[c]) != 1 else "") for c in seen)),
+                 ", ".join("%d %s" % (counts[c], c) for c in seen)),
              "", "Two cores: the multithreaded figures show contention, not scale."]
-    for c in seen:
-        rs = [Round(idx[rd]) for rd in sorted(rounds_of[c], key=int)]
-        lines += ["", "## Ratios in %s rounds (%d)" % (c, len(rs)), ""] + ratio_table(rs, threads)
+    rounds = [Round(idx[rd], classes[rd]) for rd in sorted(idx, key=int)]
+    for c in ("fast", "slow", "mixed", "unclassified"):
+        table = ratio_table(rounds, threads, c)
+        if all("| 0 |" in l for l in table[2:]):
+            continue
+        lines += ["", "## Ratios, %s" % ("measurements straddling a change of phase" if c == "mixed" else c + " measurements"),
+                  ""] + table
     lines += ["", "## Every round", "",
               "The probes and Weft's headline figures round by round, with the mechanism Weft's shared-memory "
               "backend used for the bandwidth runs (`WEFT_SHM_PUT=auto`: pipelined copy or cross-memory attach, "
               "chosen per peer and size by measured throughput).", ""] + round_table(raw, classes, idx)
     for c in seen:
-        lines += ["", "## 8-byte message rate against threads, %s rounds (M/s)" % c, "",
+        lines += ["", "## 8-byte message rate against threads, %s measurements (M/s)" % c, "",
                   "Loopback: one process, each thread exchanging with itself. Thread mode: 2 processes, each thread "
                   "paired with a thread of the peer; at 1 thread it is process mode.", ""] + thread_table(med, c, threads)
     lines += ["", "## All medians", "", "| system | api | mode | threads | resources | workload | size | " +

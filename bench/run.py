@@ -49,7 +49,7 @@ def configurations(quick, threads):
                          iters=peers.ucx_iters(workload, size, lat_it, it, bw_bytes)))
     cfgs.append(bench("weft", 2, True, ["rate", "--mode", "am", "--am-buffer", "packet", "--iters", str(it)]))
     cfgs.append(dict(kind="bench", system="weft", n=2, bind=True, bin="bench_put_notify",
-                     args=["--sizes", "8", "--iters", str(lat_it // 5)]))
+                     args=["--sizes", "8", "--iters", str(lat_it)]))
     # Thread mode across processes: 2 ranks x t threads, not bound.
     for t in threads:
         if t < 2:
@@ -106,6 +106,22 @@ def run_one(c, build):
         rows = [dict(system="weft", api="resource", mode="threads", threads=r["threads"], resources=r["resource"],
                      workload="resource", size="0", value=r["value"], unit=r["unit"]) for r in rows]
     return rows
+
+
+def flag_probe(build):
+    """The flag probe's one-way latency now (us; one short trial), or "" when it fails."""
+    p = subprocess.run([os.path.join(build, "bench", "weft-probe"), "flag", "--trials", "1"],
+                       capture_output=True, text=True, timeout=60)
+    rows = peers.parse(p.stdout)
+    return rows[0]["value"] if rows else ""
+
+
+def row_flag(rows):
+    """The probe's own rows carry the flag reading they measured."""
+    for r in rows:
+        if r.get("api") == "flag":
+            return r["value"]
+    return ""
 
 
 def show(cmd):
@@ -174,7 +190,10 @@ def run_rounds(cfgs, a, callgrind):
         for i, c in enumerate(cfgs):
             label = c.get("test") or " ".join(c["args"][:6])
             print("[round %d/%s] %3d/%d  %-8s %s" % (r + 1, rounds or "?", i + 1, len(cfgs), c["system"], label), flush=True)
+            flag = flag_probe(a.build) if c["kind"] != "probe" else None
             rows = run_one(c, a.build)
+            for row in rows or []:  # the phase the machine was in just before
+                row["flag"] = flag if flag is not None else row_flag(rows)
             if rows is None:
                 FAILED.append("round %d: %s %s" % (r + 1, c["system"], label))
             for row in rows or []:
