@@ -97,13 +97,11 @@ for r in range(rounds):
         for s in SIZES:
             add((label, "weft", f"bw{s}"), bw.get(s))
         if tool and tool[0] == "ucx":
-            lat = peers.ucx_perftest("ucp_am_lat", 8, 20000, tool[1])
-            add((label, "tool", "lat"), lat and lat["overall_lat"])
-            rate = peers.ucx_perftest("ucp_am_bw", 8, 200000, tool[1])
-            add((label, "tool", "rate"), rate and rate["overall_mr"] / 1e6)
-            for s in SIZES:
-                b = peers.ucx_perftest("ucp_am_bw", s, 2000, tool[1])
-                add((label, "tool", f"bw{s}"), b and b["overall_bw"] * 1048576 / 1e9)  # MiB/s -> GB/s
+            for fig, test, size, iters, workload in (
+                    [("lat", "ucp_am_lat", 8, 20000, "latency"), ("rate", "ucp_am_bw", 8, 200000, "rate")] +
+                    [(f"bw{s}", "ucp_am_bw", s, 2000, "bandwidth") for s in SIZES]):
+                r = peers.ucx_perftest(test, size, iters, tool[1])
+                add((label, "tool", fig), r and peers.ucx_figure(r, workload)[0])
         elif tool:
             p = fi_pingpong(tool[1], 8, 5000)
             add((label, "tool", "lat"), p and p[1])

@@ -92,3 +92,11 @@ def ucx_iters(workload, size, lat_iters, rate_iters, bw_bytes):
         return rate_iters
     return max(64, bw_bytes // size)
 
+
+def ucx_figure(r, workload):
+    """(value, unit) of one ucx_perftest result for a workload, in raw.csv's units."""
+    if workload == "latency":
+        return r["overall_lat"], "us"
+    if workload == "rate":
+        return r["overall_mr"] / 1e6, "Mmsg/s"
+    return r["overall_bw"] * 1048576 / 1e9, "GB/s"  # MiB/s

@@ -88,8 +88,7 @@ def run_one(c, build):
         r = peers.ucx_perftest(c["test"], c["size"], c["iters"])
         if not r:
             return None
-        v = {"latency": (r["overall_lat"], "us"), "rate": (r["overall_mr"] / 1e6, "Mmsg/s"),
-             "bandwidth": (r["overall_bw"] * 1048576 / 1e9, "GB/s")}[c["workload"]]
+        v = peers.ucx_figure(r, c["workload"])
         return [dict(system="ucx", api=c["api"], mode="process", threads="1", resources="dedicated",
                      workload=c["workload"], size=str(c["size"]), value="%.6g" % v[0], unit=v[1])]
     cmd, _ = command(c, build)

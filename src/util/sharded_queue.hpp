@@ -69,7 +69,6 @@ class sharded_queue {
       if (const mpmc_queue<T>* q = s.load(std::memory_order_acquire)) n += q->size_approx();
     return n;
   }
-  size_t capacity() const { return capacity_; }
 
  private:
   // Ring `me`, made on the first push of a thread of that index: the spare for index 0, a

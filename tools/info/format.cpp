@@ -60,7 +60,10 @@ void json_findings(FILE* out, const std::vector<weft::info::finding>& f) {
 
 std::string md_cell(const char* text) {
   std::string o;
-  for (const char* c = text; *c; ++c) o += *c == '|' ? std::string("\\|") : std::string(1, *c);
+  for (const char* c = text; *c; ++c) {
+    if (*c == '|') o.push_back('\\');
+    o.push_back(*c);
+  }
   return o;
 }
 
@@ -84,8 +87,10 @@ void print_settings_markdown(FILE* out) {
       fprintf(out, "| `%s` |", r.env);
       if (attr) fprintf(out, " `%s` |", r.name);
       // A | inside a table cell ends the cell, even in a code span: escaped.
-      std::string range = *r.range ? std::string("`") + md_cell(r.range) + "`" : "";
-      if (*r.unit) range += std::string(range.empty() ? "" : " ") + r.unit;
+      // Appended piece by piece: GCC 12 warns (-Wrestrict) on a chain of + here at -O3.
+      std::string range;
+      if (*r.range) range.append("`").append(md_cell(r.range)).append("`");
+      if (*r.unit) range.append(range.empty() ? "" : " ").append(r.unit);
       fprintf(out, " %s | %s | %s | %s |\n", type_name(r.type), shown_default(r).c_str(),
               range.c_str(), md_cell(r.doc).c_str());
     }

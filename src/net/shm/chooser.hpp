@@ -79,11 +79,6 @@ class chooser {
     if (mbps) s.rate = s.rate ? (s.rate + mbps) / 2 : mbps;
     s.bytes = s.busy_ns = s.transfers = 0;
   }
-  // The figures, MB/s (0: not measured yet), for weft-info and the tests.
-  uint64_t rate(put_mode m, int size_class) const {
-    util::lock_guard<util::spinlock> g(lock_);
-    return classes_[size_class].m[m == put_mode::cma].rate;
-  }
 
  private:
   struct mech {

@@ -481,10 +481,15 @@ bool shm_device::stream_out(int rank, const void* src, size_t size, uint64_t rem
   if (kind == stream_put && note_len && !self && size &&
       size + sizeof(put_inline_msg) <= max_message_size())
     return put_inline(rank, src, size, remote_addr, k, note, note_len, ctx);
-  const put_mode mode = self || size == 0 ? put_mode::cma : mechanism_for(rank, size, data);
+  // WEFT_SHM_PUT=auto: the peer's chooser picks rendezvous data's mechanism and is told
+  // how long it took.
   chooser* timed = data && ctx_.config().mode == put_mode::automatic && !self && size
                        ? &peers_[size_t(rank)]->choose
                        : nullptr;
+  const put_mode mode = timed               ? timed->choose(size)
+                        : self || size == 0 ? put_mode::cma
+                        : !data             ? rma_mechanism()
+                                            : ctx_.config().mode;
   if (mode == put_mode::cma) {
     if (timed) timed->start(mode, size);
     direct_access(true, rank, const_cast<void*>(src), size, remote_addr, k, note, note_len, ctx,
@@ -502,19 +507,15 @@ bool shm_device::stream_out(int rank, const void* src, size_t size, uint64_t rem
   return true;
 }
 
-// Rendezvous data as WEFT_SHM_PUT says (auto: as the peer's chooser says); a user's put by
-// cross-memory attach when permitted and WEFT_SHM_RMA asks for it.
-put_mode shm_device::mechanism_for(int rank, size_t size, bool data) {
+// A user's put: by cross-memory attach when permitted and WEFT_SHM_RMA asks for it.
+put_mode shm_device::rma_mechanism() const {
   const settings& cfg = ctx_.config();
-  if (!data) return cfg.rma_by_cma && ctx_.cma_permitted() ? put_mode::cma : put_mode::pipeline;
-  if (cfg.mode != put_mode::automatic) return cfg.mode;
-  return peers_[size_t(rank)]->choose.choose(size);
+  return cfg.rma_by_cma && ctx_.cma_permitted() ? put_mode::cma : put_mode::pipeline;
 }
 
 bool shm_device::try_get(int rank, void* dst, size_t size, uint64_t remote_addr, rkey_t k,
                          const void* note, size_t note_len, void* ctx) {
-  if (rank == ctx_.boot().rank() || size == 0 ||
-      (ctx_.cma_permitted() && ctx_.config().rma_by_cma)) {
+  if (rank == ctx_.boot().rank() || size == 0 || rma_mechanism() == put_mode::cma) {
     direct_access(false, rank, dst, size, remote_addr, k, note, note_len, ctx);
     return true;
   }
@@ -557,10 +558,8 @@ bool shm_device::put_inline(int rank, const void* src, size_t size, uint64_t rem
 // The target's side of an inline put: check and hold the region, copy, deliver the note,
 // acknowledge. False when the sink refused the note: the cell is offered again later (the
 // copy then repeats, the same bytes to the same place).
-bool shm_device::apply_put_inline(sink& s, int src, const char* data, size_t len) {
-  put_inline_msg m;
-  memcpy(&m, data, sizeof(m));
-  const size_t size = len - sizeof(m);
+bool shm_device::apply_put_inline(sink& s, int src, const put_inline_msg& m, const char* data,
+                                  size_t size) {
   const int me = ctx_.boot().rank();
   rkey_t k{m.key, m.generation};
   uint32_t held = 0;
@@ -568,7 +567,7 @@ bool shm_device::apply_put_inline(sink& s, int src, const char* data, size_t len
   if (why) {
     log_refusal("put from a peer", me, k, m.remote_addr, size, why);
   } else {
-    memcpy(reinterpret_cast<void*>(m.remote_addr), data + sizeof(m), size);
+    memcpy(reinterpret_cast<void*>(m.remote_addr), data, size);
     ctx_.regions().release(me, held);
     if (!s.on_remote_notify(src, m.note, m.note_len)) return false;
   }
@@ -707,7 +706,7 @@ bool shm_device::handle_other_cell(sink& s, const cell_header* c, const char* da
       if (c->len < sizeof(m)) break;
       memcpy(&m, data, sizeof(m));
       if (m.note_len == 0 || m.note_len > sizeof(m.note)) break;
-      return apply_put_inline(s, src, data, c->len);
+      return apply_put_inline(s, src, m, data + sizeof(m), c->len - sizeof(m));
     }
     case kind_put_ack: {
       put_ack_msg a;

@@ -180,14 +180,14 @@ class shm_device final : public device {
   // `data`: the core's rendezvous data, into a buffer the target named (nothing to check).
   void direct_access(bool write, int rank, void* local, size_t size, uint64_t remote_addr, rkey_t k,
                      const void* note, size_t note_len, void* ctx, bool data = false);
-  put_mode mechanism_for(int rank, size_t size, bool data);
+  put_mode rma_mechanism() const;
   bool stream_out(int rank, const void* src, size_t size, uint64_t remote_addr, rkey_t k,
                   const void* note, size_t note_len, void* ctx, uint16_t kind);
   bool start_stream(int rank, put_start_msg& m);
   bool take_get(int rank, uint64_t ctx, pending_get* out = nullptr);
   bool put_inline(int rank, const void* src, size_t size, uint64_t remote_addr, rkey_t k,
                   const void* note, size_t note_len, void* ctx);
-  bool apply_put_inline(sink& s, int src, const char* data, size_t len);
+  bool apply_put_inline(sink& s, int src, const put_inline_msg& m, const char* data, size_t size);
   bool take_put(int rank, uint64_t ctx);
   bool serve_get(int rank, const get_request_msg& m, uint32_t held);
   size_t drain_lane(sink& s, const lane& ln, lane_hold& hold, size_t max);
