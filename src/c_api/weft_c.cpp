@@ -7,32 +7,23 @@
 #include <string>
 #include <vector>
 
+#include "c_api/guard.hpp"
 #include "comp/comp.hpp"
 #include "weft/weft.h"
 #include "weft/weft.hpp"
+
+namespace weft::capi {
+std::string& last_error() {
+  thread_local std::string message;
+  return message;
+}
+}  // namespace weft::capi
 
 namespace {
 
 using namespace weft;
 
-thread_local std::string last_error;
-
-template <typename Fn>
-int guard(Fn&& fn) {
-  try {
-    fn();
-    return WEFT_OK;
-  } catch (const fatal_error& e) {
-    last_error = e.what();
-    return WEFT_ERR_USAGE;
-  } catch (const std::bad_alloc&) {
-    last_error = "weft: out of memory";
-    return WEFT_ERR_NOMEM;
-  } catch (const std::exception& e) {
-    last_error = e.what();
-    return WEFT_ERR_INTERNAL;
-  }
-}
+using capi::guard;
 
 template <typename T>
 T* need(T* out, const char* call, const char* argument) {
@@ -160,7 +151,7 @@ const char* weft_strerror(int code) {
   return get_errorcode_str(errorcode_t(code));
 }
 const char* weft_last_error(void) {
-  return last_error.c_str();
+  return capi::last_error().c_str();
 }
 const char* weft_get_version(void) {
   return get_version();

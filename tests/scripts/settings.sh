@@ -23,17 +23,17 @@ env -u WEFT_LOG_LEVEL "$info" --markdown | diff -u "$out.md" - \
   || fail "docs/configuration.md disagrees with the table (run scripts/gen-config-doc.sh)"
 pass "docs/configuration.md is weft-info --markdown"
 
-readers=$(grep -rlE 'getenv|secure_getenv' "$src/src" "$src/tools" --include=*.cpp --include=*.hpp \
+readers=$(grep -rlE 'getenv|secure_getenv' "$src/src" "$src/tools" "$src/engine" --include=*.cpp --include=*.hpp \
   | grep -v "src/util/settings.cpp" || true)
 [ -z "$readers" ] || fail "environment read outside src/util/settings.cpp: $readers"
-raw=$(grep -rnE 'env_(raw|or)\("WEFT_' "$src/src" "$src/tools" || true)
+raw=$(grep -rnE 'env_(raw|or)\("WEFT_' "$src/src" "$src/tools" "$src/engine" || true)
 [ -z "$raw" ] || fail "a WEFT_ variable read around the table: $raw"
 pass "only src/util/settings.cpp reads the environment"
 
 rows=$(sed -nE 's/^WEFT_VAR\([a-z]+, [a-z]+, ([a-z_]+),.*/\1/p' "$src/include/weft/settings.def")
 [ -n "$rows" ] || fail "no WEFT_VAR rows found in settings.def"
 for r in $rows; do
-  grep -rqE "setting::$r\b" "$src/src" "$src/tools" || fail "setting $r: nothing reads it"
+  grep -rqE "setting::$r\b" "$src/src" "$src/tools" "$src/engine" || fail "setting $r: nothing reads it"
 done
 pass "every environment row is read ($(echo $rows | wc -w) rows)"
 

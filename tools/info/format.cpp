@@ -24,6 +24,7 @@ constexpr scope_title scopes[] = {
     {"shm", "Shared-memory transport"},
     {"ofi", "libfabric (ofi)"},
     {"ucx", "UCX"},
+    {"engine", "Communication engine (weft/engine.h)"},
     {"bootstrap", "Bootstrap"},
     {"util", "Diagnostics"},
     {"core", "Counters"},
