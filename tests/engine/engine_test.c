@@ -197,6 +197,19 @@ static int on_handle(weft_engine_t eng, weft_engine_tag_t tag, void* msg, size_t
   return 0;
 }
 
+/* Registers `base` as `mem` and gives every rank's packed handle to every rank. */
+static void share_region(void* base, size_t size) {
+  CHECK(weft_engine_register_tag(e, tag_handle, on_handle, NULL, WEFT_ENGINE_MEM_PACKED) ==
+        WEFT_OK);
+  CHECK(weft_engine_register_memory(e, base, size, &mem) == WEFT_OK);
+  unsigned char packed[WEFT_ENGINE_MEM_PACKED];
+  CHECK(weft_engine_pack_memory(e, mem, packed) == WEFT_OK);
+  engine_barrier();
+  for (int r = 0; r < nranks; ++r)
+    POST(weft_engine_post_am(e, tag_handle, r, packed, sizeof(packed)));
+  wait_for(&got_handles, nranks, "the region handles");
+}
+
 struct note {
   int origin;
   int k;
@@ -255,18 +268,10 @@ static void scenario_rma(void) {
   CHECK(region != NULL);
   memset(region, 0, REGION);
   for (size_t i = 0; i < (1u << 20); ++i) region[GET_AREA + i] = pattern(me, 0, i);
-  CHECK(weft_engine_register_tag(e, tag_handle, on_handle, NULL, WEFT_ENGINE_MEM_PACKED) ==
-        WEFT_OK);
   CHECK(weft_engine_register_tag(e, tag_put_done, on_put_done, NULL, sizeof(struct note)) ==
         WEFT_OK);
   CHECK(weft_engine_register_tag(e, tag_get_done, on_get_done, NULL, sizeof(int)) == WEFT_OK);
-  CHECK(weft_engine_register_memory(e, region, REGION, &mem) == WEFT_OK);
-  unsigned char packed[WEFT_ENGINE_MEM_PACKED];
-  CHECK(weft_engine_pack_memory(e, mem, packed) == WEFT_OK);
-  engine_barrier();
-  for (int r = 0; r < nranks; ++r)
-    POST(weft_engine_post_am(e, tag_handle, r, packed, sizeof(packed)));
-  wait_for(&got_handles, nranks, "the region handles");
+  share_region(region, REGION);
 
   /* Puts to the next rank, each from a source area filled just before. */
   const int next = (me + 1) % nranks;
@@ -414,15 +419,7 @@ static void scenario_dead(void) {
   CHECK(nranks >= 2);
   weft_engine_set_error_handler(e, on_error, NULL);
   static unsigned char area[1u << 20];
-  CHECK(weft_engine_register_tag(e, tag_handle, on_handle, NULL, WEFT_ENGINE_MEM_PACKED) ==
-        WEFT_OK);
-  CHECK(weft_engine_register_memory(e, area, sizeof(area), &mem) == WEFT_OK);
-  unsigned char packed[WEFT_ENGINE_MEM_PACKED];
-  CHECK(weft_engine_pack_memory(e, mem, packed) == WEFT_OK);
-  engine_barrier();
-  for (int r = 0; r < nranks; ++r)
-    POST(weft_engine_post_am(e, tag_handle, r, packed, sizeof(packed)));
-  wait_for(&got_handles, nranks, "the region handles");
+  share_region(area, sizeof(area));
   engine_barrier();
   if (me == 1) kill(getpid(), SIGKILL);
   if (me != 0) { /* the others only wait for rank 0 to find out */
