@@ -178,12 +178,21 @@ int weft_engine_register_tag(weft_engine_t e, weft_engine_tag_t tag, weft_engine
   e->tags[tag].data = cb_data;
   e->tags[tag].max_len = max_len;
   __atomic_store_n(&e->tags[tag].fn, fn, __ATOMIC_RELEASE);
-  return WEFT_OK;
+  const int rc = e->ops->tag_added ? e->ops->tag_added(e, tag) : WEFT_OK;
+  if (rc != WEFT_OK) {
+    __atomic_store_n(&e->tags[tag].fn, nullptr, __ATOMIC_RELEASE);
+    e->tags[tag].max_len = 0;
+  }
+  return rc;
 }
 
 int weft_engine_deregister_tag(weft_engine_t e, weft_engine_tag_t tag) {
   const char* call = "weft_engine_deregister_tag";
   if (bad_engine(e, call) || bad_tag(e, tag, 0, call, "tag")) return WEFT_ERR_USAGE;
+  if (e->ops->tag_removed) {
+    const int rc = e->ops->tag_removed(e, tag);
+    if (rc != WEFT_OK) return rc;
+  }
   __atomic_store_n(&e->tags[tag].fn, nullptr, __ATOMIC_RELEASE);
   e->tags[tag].max_len = 0;
   return WEFT_OK;

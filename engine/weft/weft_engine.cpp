@@ -183,6 +183,8 @@ const weft_engine_ops_t weft_ops = {
     [](weft_engine_t e) { return call([&] { return self(e)->enable(); }); },
     [](weft_engine_t e) { return call([&] { return self(e)->disable(); }); },
     [](weft_engine_t e) { return self(e)->can_serve(); },
+    nullptr,
+    nullptr,
 };
 
 }  // namespace

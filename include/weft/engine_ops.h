@@ -37,6 +37,10 @@ typedef struct {
   int (*enable)(weft_engine_t e);
   int (*disable)(weft_engine_t e);
   int (*can_serve)(weft_engine_t e);
+  /* Optional (NULL: nothing to do): called after a tag is entered in `tags` and before it
+     is removed, for an engine that posts receives per tag. */
+  int (*tag_added)(weft_engine_t e, weft_engine_tag_t tag);
+  int (*tag_removed)(weft_engine_t e, weft_engine_tag_t tag);
 } weft_engine_ops_t;
 
 struct weft_engine_s {
