@@ -313,7 +313,11 @@ int weft_engine_get_stats(weft_engine_t e, weft_engine_stats_t* stats) {
   if (bad_engine(e, "weft_engine_get_stats")) return WEFT_ERR_USAGE;
   if (!stats)
     return fail("weft_engine_get_stats", "stats", "NULL", "this call needs somewhere to write");
-  *stats = e->stats;
+  // Counted by several threads with atomic adds: read the same way.
+  const uint64_t* from = &e->stats.am_sent;
+  uint64_t* to = &stats->am_sent;
+  for (size_t i = 0; i < sizeof(*stats) / sizeof(uint64_t); ++i)
+    to[i] = __atomic_load_n(from + i, __ATOMIC_RELAXED);
   return WEFT_OK;
 }
 

@@ -35,7 +35,7 @@ for san in thread address; do
   echo "== resource, threading and network tests under -fsanitize=$san"
   cmake -S . -B "build-$san" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWEFT_WERROR=ON \
         -DWEFT_SANITIZE=$san -DWEFT_TEST_HOOKS=ON >/dev/null
-  cmake --build "build-$san" -j "$jobs" --target unit_tests mp_test weftrun weft-soak
+  cmake --build "build-$san" -j "$jobs" --target unit_tests mp_test engine_test weftrun weft-soak
   run_ctest "build-$san" -L "unit|threads|san" || status=1
 done
 
@@ -98,6 +98,9 @@ need "the house rules and the settings table" '^script\.(house|settings)$'
 need "job isolation" '^mp\.foreign(_rmr)?\.shm$'
 need "the soak tool" '^soak\.(shm_kill|mixed_shared|inject_(drop|dup|corrupt))$'
 need "MPI launchers" '^script\.(hydra|openmpi|mpi)$'
+need "the Weft communication engine" '^engine\.weft\.'
+command -v mpicc.mpich >/dev/null && need "the MPI engine on MPICH" '^engine\.mpi_mpich\.'
+command -v mpicc.openmpi >/dev/null && need "the MPI engine on Open MPI" '^engine\.mpi_openmpi\.'
 if [ -d build-fuzz ] && ctest --test-dir build-fuzz -N -L fuzz | grep -q "fuzz.pmi"; then
   for t in wire shm regions kvs pmi; do
     printf '%s\n' "$skipped" | grep -qx "fuzz.$t" && missing="$missing\n  fuzzing: fuzz.$t was skipped"

@@ -168,9 +168,10 @@ class weft_engine : public weft_engine_s {
   bool tag_entry(uint64_t tag, weft_engine_tag_entry_t& out) const {
     if (tag >= WEFT_ENGINE_MAX_TAGS) return false;
     out.fn = __atomic_load_n(&tags[tag].fn, __ATOMIC_ACQUIRE);
+    if (!out.fn) return false;  // its other fields may be being written
     out.data = tags[tag].data;
     out.max_len = tags[tag].max_len;
-    return out.fn != nullptr;
+    return true;
   }
 
   util::spinlock drain_lock_;  // one thread drains the FIFOs at a time
