@@ -1,0 +1,434 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The dataflow executor (executor.hpp): tasks on workers, flows through the engine as
+// ACTIVATE -> GET DATA -> put with a remote callback. No lock is held while posting to the
+// engine: an eager put runs its local callback inside the post, and that callback takes
+// the executor's lock.
+#include "engine/exec/executor.hpp"
+
+#include <time.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace weft::exec {
+namespace {
+
+enum : weft_engine_tag_t { tag_activate = 32, tag_get = 33, tag_data = 34, tag_barrier = 35 };
+
+double now_s() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);  // one clock for every process of a host
+  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+}
+
+struct activate_msg {
+  task_key task;
+  uint32_t output, pad;
+  uint64_t size;
+  double sent_at;
+  unsigned char region[WEFT_ENGINE_MEM_PACKED];
+};
+struct get_msg {
+  task_key task;
+  uint32_t output, pad;
+  uint64_t fetch_id, dest_offset;
+  unsigned char dest[WEFT_ENGINE_MEM_PACKED];
+};
+struct data_msg {
+  uint64_t fetch_id;
+};
+
+void check(int rc, const char* what) {
+  if (rc < 0 || rc >= WEFT_ERROR)
+    throw std::runtime_error(std::string("weft::exec: ") + what + ": " + weft_last_error());
+}
+
+}  // namespace
+
+// A task's output, or a fetched copy of a remote one, in a buffer of the executor's pool.
+struct executor::data {
+  executor* owner = nullptr;
+  flow_ref key{};
+  buffer buf;
+  void* ptr = nullptr;
+  size_t size = 0;
+  int remote_left = 0;  // peers still to fetch it (under lock_)
+  double sent_at = 0;   // a fetched copy: when its ACTIVATE left
+  data(executor* x, size_t n) : owner(x), buf(x->take_buffer(n)), ptr(buf.ptr), size(n) {}
+  ~data() { owner->give_buffer(buf); }
+};
+
+// Buffers are kept by size and reused: allocating, first-touching and registering one per
+// flow cost more than moving a small fragment, and a host has a bounded number of
+// registrations. So buffers are carved from arenas of at least 4 MiB, each registered once;
+// a buffer is its arena's region at an offset. The pool keeps the most buffers of each size
+// ever in use at once, until the executor goes.
+executor::buffer executor::take_buffer(size_t n) {
+  const size_t size = n ? (n + 63) & ~size_t(63) : 64;
+  std::lock_guard<std::mutex> hold(pool_lock_);
+  std::vector<buffer>& list = pool_[size];
+  if (list.empty()) {
+    const size_t per = std::max<size_t>(1, (size_t(4) << 20) / size);
+    arena a;
+    a.bytes = per * size;
+    a.base = std::aligned_alloc(64, a.bytes);
+    if (!a.base) throw std::bad_alloc();
+    check(weft_engine_register_memory(e_, a.base, a.bytes, &a.mem), "register_memory");
+    check(weft_engine_pack_memory(e_, a.mem, a.packed), "pack_memory");
+    arenas_.push_back(a);
+    for (size_t i = per; i-- > 0;) {
+      buffer b;
+      b.ptr = static_cast<char*>(a.base) + i * size;
+      b.size = size;
+      b.mem = a.mem;
+      b.offset = i * size;
+      std::memcpy(b.packed, a.packed, sizeof(b.packed));
+      list.push_back(b);
+    }
+  }
+  buffer b = list.back();
+  list.pop_back();
+  return b;
+}
+
+void executor::give_buffer(const buffer& b) {
+  std::lock_guard<std::mutex> hold(pool_lock_);
+  pool_[b.size].push_back(b);
+}
+
+struct executor::waiting {
+  std::vector<flow_ref> inputs;
+  std::vector<std::shared_ptr<data>> in;
+  size_t missing = 0;
+};
+
+executor::executor(weft_engine_t e, options o) : e_(e), o_(o) {
+  me_ = weft_engine_rank_me(e);
+  n_ = weft_engine_rank_n(e);
+  check(weft_engine_register_tag(e, tag_activate, on_activate, this, sizeof(activate_msg)),
+        "register ACTIVATE");
+  check(weft_engine_register_tag(e, tag_get, on_get, this, sizeof(get_msg)), "register GET DATA");
+  check(weft_engine_register_tag(e, tag_data, on_data, this, sizeof(data_msg)), "register DATA");
+  check(weft_engine_register_tag(e, tag_barrier, on_barrier, this, 0), "register barrier");
+}
+
+executor::~executor() {
+  for (weft_engine_tag_t t : {tag_activate, tag_get, tag_data, tag_barrier})
+    weft_engine_deregister_tag(e_, t);
+  for (arena& a : arenas_) {
+    weft_engine_deregister_memory(e_, &a.mem);
+    std::free(a.base);
+  }
+}
+
+void executor::post(std::function<int()> fn) {
+  {
+    std::lock_guard<std::mutex> hold(posts_lock_);
+    if (!posts_.empty()) return posts_.push_back(std::move(fn));  // keep the order
+  }
+  const int rc = fn();
+  if (rc == WEFT_RETRY) {
+    std::lock_guard<std::mutex> hold(posts_lock_);
+    posts_.push_back(std::move(fn));
+    return;
+  }
+  check(rc, "post");
+}
+
+// Posts refused earlier, in order; false while some are still refused.
+bool executor::retry_posts() {
+  for (;;) {
+    std::function<int()> fn;
+    {
+      std::lock_guard<std::mutex> hold(posts_lock_);
+      if (posts_.empty()) return true;
+      fn = posts_.front();
+    }
+    const int rc = fn();
+    if (rc == WEFT_RETRY) return false;
+    check(rc, "post");
+    std::lock_guard<std::mutex> hold(posts_lock_);
+    posts_.pop_front();
+  }
+}
+
+void executor::drive() {
+  const int rc = weft_engine_progress(e_);
+  if (rc < 0) check(rc, "progress");
+  // Nothing done here (the engine's own thread runs the callbacks, or nothing came): let
+  // the engine's and the workers' threads have the core.
+  if (retry_posts() && rc == 0) std::this_thread::yield();
+}
+
+void executor::make_ready(task_key t) {
+  {
+    std::lock_guard<std::mutex> hold(ready_lock_);
+    ready_.push({g().priority(t), t});
+  }
+  ready_cv_.notify_one();
+}
+
+void executor::satisfy(task_key s, const flow_ref& f, const std::shared_ptr<data>& d) {
+  bool ready = false;
+  {
+    std::lock_guard<std::mutex> hold(lock_);
+    auto it = waiting_.find(s);
+    if (it == waiting_.end()) throw std::runtime_error("weft::exec: a flow for a task not waiting");
+    waiting& w = *it->second;
+    for (size_t i = 0; i < w.inputs.size(); ++i)
+      if (w.inputs[i] == f && !w.in[i]) {
+        w.in[i] = d;
+        --w.missing;
+      }
+    ready = w.missing == 0;
+  }
+  if (ready) make_ready(s);
+}
+
+void executor::worker_loop() {
+  std::vector<const void*> in;
+  std::vector<void*> out;
+  std::vector<std::shared_ptr<data>> outs;
+  while (!stop_.load(std::memory_order_relaxed)) {
+    task_key t;
+    {
+      std::unique_lock<std::mutex> hold(ready_lock_);
+      if (ready_.empty()) {
+        ready_cv_.wait_for(hold, std::chrono::milliseconds(1));
+        continue;
+      }
+      t = ready_.top().second;
+      ready_.pop();
+    }
+    std::unique_ptr<waiting> w;
+    {
+      std::lock_guard<std::mutex> hold(lock_);
+      auto it = waiting_.find(t);
+      w = std::move(it->second);
+      waiting_.erase(it);
+    }
+    in.clear();
+    for (auto& d : w->in) in.push_back(d ? d->ptr : nullptr);
+    const uint32_t no = g().noutputs(t);
+    outs.clear();
+    out.clear();
+    for (uint32_t o = 0; o < no; ++o) {
+      const size_t size = g().output_size(t, o);
+      outs.push_back(std::make_shared<data>(this, size));
+      outs.back()->key = {t, o};
+      out.push_back(size ? outs.back()->ptr : nullptr);
+    }
+    g().run(t, in, out);
+    w.reset();  // inputs released
+    complete(t, outs);
+  }
+}
+
+// A finished task's outputs: local successors now, remote ranks told (ACTIVATE).
+void executor::complete(task_key t, std::vector<std::shared_ptr<data>>& outs) {
+  std::vector<task_key> succ;
+  std::vector<int> ranks;
+  for (uint32_t o = 0; o < outs.size(); ++o) {
+    const std::shared_ptr<data>& d = outs[o];
+    g().successors(t, o, succ);
+    ranks.clear();
+    for (task_key s : succ) {
+      const int r = g().rank_of(s);
+      if (r == me_)
+        satisfy(s, {t, o}, d->size ? d : nullptr);
+      else if (std::find(ranks.begin(), ranks.end(), r) == ranks.end())
+        ranks.push_back(r);
+    }
+    if (ranks.empty()) continue;
+    if (d->size) {
+      std::lock_guard<std::mutex> hold(lock_);
+      d->remote_left = int(ranks.size());
+      served_[{t, o}] = d;
+      outputs_kept_.fetch_add(1);
+    }
+    auto m = std::make_shared<activate_msg>();
+    m->task = t;
+    m->output = o;
+    m->size = d->size;
+    std::memcpy(m->region, d->buf.packed, sizeof(m->region));
+    for (int r : ranks) {
+      m->sent_at = now_s();
+      activate_msg copy = *m;
+      post([this, r, copy] {
+        return weft_engine_post_am(e_, tag_activate, r, &copy, sizeof(copy));
+      });
+    }
+  }
+  done_tasks_.fetch_add(1);
+}
+
+int executor::on_activate(weft_engine_t, weft_engine_tag_t, void* msg, size_t, int src,
+                          void* self) {
+  auto* x = static_cast<executor*>(self);
+  activate_msg m;
+  std::memcpy(&m, msg, sizeof(m));
+  std::vector<task_key> succ;
+  x->g().successors(m.task, m.output, succ);
+  int prio = INT32_MIN;
+  for (task_key s : succ)
+    if (x->g().rank_of(s) == x->me_) {
+      if (!m.size) x->satisfy(s, {m.task, m.output}, nullptr);
+      prio = std::max(prio, x->g().priority(s));
+    }
+  if (!m.size) return 0;
+  {
+    std::lock_guard<std::mutex> hold(x->lock_);
+    x->fetches_.push({prio, x->fetch_order_++, {m.task, m.output}, src, m.size, m.sent_at});
+    // The owner's packed region rides in the GET DATA's answer: kept by fetch id.
+  }
+  x->pump_gets();
+  return 0;
+}
+
+// Starts the highest-priority fetches while fewer than max_gets are in flight.
+void executor::pump_gets() {
+  std::vector<std::pair<int, get_msg>> out;
+  {
+    std::lock_guard<std::mutex> hold(lock_);
+    while (gets_in_flight_ < o_.max_gets && !fetches_.empty()) {
+      fetch f = fetches_.top();
+      fetches_.pop();
+      auto d = std::make_shared<data>(this, f.size);
+      d->key = f.f;
+      d->sent_at = f.sent_at;
+      get_msg m{};
+      m.task = f.f.task;
+      m.output = f.f.output;
+      m.fetch_id = next_fetch_id_++;
+      std::memcpy(m.dest, d->buf.packed, sizeof(m.dest));
+      m.dest_offset = d->buf.offset;
+      landing_[m.fetch_id] = d;
+      ++gets_in_flight_;
+      out.push_back({f.owner, m});
+    }
+  }
+  for (auto& [owner, m] : out)
+    post([this, owner = owner, m = m] {
+      return weft_engine_post_am(e_, tag_get, owner, &m, sizeof(m));
+    });
+}
+
+int executor::on_get(weft_engine_t, weft_engine_tag_t, void* msg, size_t, int src, void* self) {
+  auto* x = static_cast<executor*>(self);
+  get_msg m;
+  std::memcpy(&m, msg, sizeof(m));
+  std::shared_ptr<data> d;
+  {
+    std::lock_guard<std::mutex> hold(x->lock_);
+    auto it = x->served_.find({m.task, m.output});
+    if (it == x->served_.end())
+      throw std::runtime_error("weft::exec: GET DATA for an unknown output");
+    d = it->second;
+  }
+  data_msg reply{m.fetch_id};
+  data* raw = d.get();  // alive in served_ until on_put_sent
+  x->post([x, raw, m, reply, src] {
+    return weft_engine_post_put(x->e_, raw->buf.mem, ptrdiff_t(raw->buf.offset), m.dest,
+                                ptrdiff_t(m.dest_offset), raw->size, src, on_put_sent, raw,
+                                tag_data, &reply, sizeof(reply));
+  });
+  return 0;
+}
+
+// The owner's put of an output finished: one peer fewer to serve (l_data: the output,
+// alive in served_ until its last peer has it).
+int executor::on_put_sent(weft_engine_t, weft_engine_mem_t, ptrdiff_t, const void*, ptrdiff_t,
+                          size_t, int, void* out) {
+  auto* d = static_cast<data*>(out);
+  executor* x = d->owner;
+  std::shared_ptr<data> last;  // freed (and deregistered) outside the lock
+  {
+    std::lock_guard<std::mutex> hold(x->lock_);
+    if (--d->remote_left > 0) return 0;
+    auto it = x->served_.find({d->key.task, d->key.output});
+    last = std::move(it->second);
+    x->served_.erase(it);
+  }
+  last.reset();
+  x->outputs_kept_.fetch_sub(1);
+  return 0;
+}
+
+int executor::on_data(weft_engine_t, weft_engine_tag_t, void* msg, size_t, int, void* self) {
+  auto* x = static_cast<executor*>(self);
+  data_msg m;
+  std::memcpy(&m, msg, sizeof(m));
+  std::shared_ptr<data> d;
+  {
+    std::lock_guard<std::mutex> hold(x->lock_);
+    auto it = x->landing_.find(m.fetch_id);
+    if (it == x->landing_.end()) throw std::runtime_error("weft::exec: DATA for an unknown fetch");
+    d = it->second;
+    x->landing_.erase(it);
+    --x->gets_in_flight_;
+    ++x->stats_.flows_remote;
+    x->stats_.bytes_fetched += d->size;
+    if (x->o_.record_latency) x->stats_.flow_latency_us.push_back((now_s() - d->sent_at) * 1e6);
+  }
+  std::vector<task_key> succ;
+  x->g().successors(d->key.task, d->key.output, succ);
+  for (task_key s : succ)
+    if (x->g().rank_of(s) == x->me_) x->satisfy(s, d->key, d);
+  x->pump_gets();
+  return 0;
+}
+
+int executor::on_barrier(weft_engine_t, weft_engine_tag_t, void*, size_t, int, void* self) {
+  static_cast<executor*>(self)->barrier_.fetch_add(1);
+  return 0;
+}
+
+// Every rank's barrier messages of this round (they count across runs).
+void executor::barrier() {
+  ++barrier_round_;
+  for (int r = 0; r < n_; ++r)
+    post([this, r] { return weft_engine_post_am(e_, tag_barrier, r, nullptr, 0); });
+  while (barrier_.load() < barrier_round_ * n_) drive();
+}
+
+run_stats executor::run(graph& graph_of_run) {
+  gp_ = &graph_of_run;
+  std::vector<task_key> local;
+  g().local_tasks(me_, local);
+  local_total_ = local.size();
+  std::vector<task_key> ready;
+  {
+    std::lock_guard<std::mutex> hold(lock_);
+    for (task_key t : local) {
+      auto w = std::make_unique<waiting>();
+      gp_->inputs(t, w->inputs);
+      w->in.resize(w->inputs.size());
+      w->missing = w->inputs.size();
+      if (!w->missing) ready.push_back(t);
+      waiting_[t] = std::move(w);
+    }
+  }
+  barrier();
+  stop_ = false;
+  for (int i = 0; i < o_.workers; ++i) workers_.emplace_back([this] { worker_loop(); });
+  const double t0 = now_s();
+  for (task_key t : ready) make_ready(t);
+  while (done_tasks_.load() < local_total_.load() || outputs_kept_.load() > 0) drive();
+  while (!retry_posts()) drive();
+  stats_.seconds = now_s() - t0;
+  stop_ = true;
+  ready_cv_.notify_all();
+  for (auto& w : workers_) w.join();
+  workers_.clear();
+  barrier();
+  stats_.tasks = done_tasks_.load();
+  done_tasks_ = 0;
+  run_stats s = std::move(stats_);
+  stats_ = run_stats{};
+  return s;
+}
+
+}  // namespace weft::exec

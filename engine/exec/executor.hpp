@@ -1,0 +1,168 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// A minimal dataflow executor on the communication engine (weft/engine.h), as much task
+// machinery as the task benchmarks and a tiled factorisation need, not a runtime. The
+// application describes its task graph symbolically, the same on every rank (PaRSEC's
+// parameterised task graph): where each task runs, its priority, its input flows (an
+// output of a predecessor) and the successors of each output. Tasks run on worker threads.
+// A finished task's outputs go to local successors directly; for a remote successor the
+// flow travels as the seed's Figure 1 draws it: ACTIVATE to the successor's rank (the
+// output's size and packed region), GET DATA back when the successor's rank decides by
+// priority to fetch it (at most `max_gets` fetches in flight per rank; the rest wait,
+// highest priority first), then the owner's put with a remote callback (DATA) that
+// satisfies the successors. One output fetched by a rank serves all its successors there
+// (multicast), and is kept at its owner until every rank that needs it has it.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <queue>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "weft/engine.h"
+
+namespace weft::exec {
+
+using task_key = uint64_t;
+
+// An output of a task, as a successor names its input.
+struct flow_ref {
+  task_key task;
+  uint32_t output;
+  bool operator==(const flow_ref& o) const { return task == o.task && output == o.output; }
+};
+
+// The application's task graph, the same on every rank.
+class graph {
+ public:
+  virtual ~graph() = default;
+  // The tasks `rank` runs.
+  virtual void local_tasks(int rank, std::vector<task_key>& out) const = 0;
+  virtual int rank_of(task_key t) const = 0;
+  // Higher first, among ready tasks and among the fetches a rank waits to start.
+  virtual int priority(task_key) const { return 0; }
+  // The task's inputs, in the order run() receives them.
+  virtual void inputs(task_key t, std::vector<flow_ref>& out) const = 0;
+  virtual uint32_t noutputs(task_key t) const = 0;
+  // Bytes of an output (0: a control flow, no data).
+  virtual size_t output_size(task_key t, uint32_t output) const = 0;
+  // The tasks that take (t, output) as an input.
+  virtual void successors(task_key t, uint32_t output, std::vector<task_key>& out) const = 0;
+  // Runs the task on a worker thread: inputs as inputs() listed them, outputs allocated by
+  // the executor (output_size bytes each).
+  virtual void run(task_key t, const std::vector<const void*>& in,
+                   const std::vector<void*>& out) = 0;
+};
+
+struct options {
+  int workers = 1;
+  size_t max_gets = 8;         // fetches in flight per rank
+  bool record_latency = true;  // ACTIVATE sent -> data arrived, per remote flow
+};
+
+struct run_stats {
+  double seconds = 0;
+  uint64_t tasks = 0, flows_remote = 0, bytes_fetched = 0;
+  std::vector<double> flow_latency_us;  // one per remote data flow fetched here
+};
+
+class executor {
+ public:
+  // The executor registers the engine's tags 32..35 for its life; one executor runs graph
+  // after graph (its barriers count across runs, so a fast rank's next run never meets a
+  // slow rank's last).
+  executor(weft_engine_t e, options o);
+  ~executor();
+  // Runs every local task of `g`; collective (every rank calls it with the same graph).
+  // Throws on an engine error.
+  run_stats run(graph& g);
+
+ private:
+  struct data;
+  struct waiting;
+  struct buffer {
+    void* ptr = nullptr;
+    size_t size = 0;
+    weft_engine_mem_t mem = nullptr;  // its arena's
+    size_t offset = 0;                // in the arena
+    unsigned char packed[WEFT_ENGINE_MEM_PACKED] = {};
+  };
+  struct arena {
+    void* base = nullptr;
+    size_t bytes = 0;
+    weft_engine_mem_t mem = nullptr;
+    unsigned char packed[WEFT_ENGINE_MEM_PACKED] = {};
+  };
+  buffer take_buffer(size_t n);
+  void give_buffer(const buffer& b);
+  void complete(task_key t, std::vector<std::shared_ptr<data>>& outs);
+  void satisfy(task_key s, const flow_ref& f, const std::shared_ptr<data>& d);
+  void make_ready(task_key t);
+  void worker_loop();
+  void pump_gets();
+  void post(std::function<int()> fn);
+  bool retry_posts();
+  void drive();
+  static int on_activate(weft_engine_t, weft_engine_tag_t, void*, size_t, int, void*);
+  static int on_get(weft_engine_t, weft_engine_tag_t, void*, size_t, int, void*);
+  static int on_data(weft_engine_t, weft_engine_tag_t, void*, size_t, int, void*);
+  static int on_barrier(weft_engine_t, weft_engine_tag_t, void*, size_t, int, void*);
+  static int on_put_sent(weft_engine_t, weft_engine_mem_t, ptrdiff_t, const void*, ptrdiff_t,
+                         size_t, int, void*);
+
+  void barrier();
+
+  weft_engine_t e_;
+  graph* gp_ = nullptr;  // the graph of the run under way
+  graph& g() const { return *gp_; }
+  options o_;
+  int me_, n_;
+
+  std::mutex lock_;  // tasks, outputs, fetches
+  std::unordered_map<task_key, std::unique_ptr<waiting>> waiting_;
+  std::map<std::pair<task_key, uint32_t>, std::shared_ptr<data>> served_;  // kept for peers
+  struct fetch {
+    int priority;
+    uint64_t order;
+    flow_ref f;
+    int owner;
+    size_t size;
+    double sent_at;
+    bool operator<(const fetch& o) const {
+      return priority != o.priority ? priority < o.priority : order > o.order;
+    }
+  };
+  std::priority_queue<fetch> fetches_;
+  uint64_t fetch_order_ = 0;
+  size_t gets_in_flight_ = 0;
+  std::unordered_map<uint64_t, std::shared_ptr<data>> landing_;  // fetch id -> buffer
+  uint64_t next_fetch_id_ = 1;
+
+  std::mutex pool_lock_;
+  std::unordered_map<size_t, std::vector<buffer>> pool_;  // free buffers by size
+  std::vector<arena> arenas_;
+
+  std::mutex ready_lock_;
+  std::condition_variable ready_cv_;
+  std::priority_queue<std::pair<int, task_key>> ready_;
+
+  std::mutex posts_lock_;
+  std::deque<std::function<int()>> posts_;  // refused with WEFT_RETRY: again from drive()
+
+  std::atomic<uint64_t> done_tasks_{0}, local_total_{0};
+  std::atomic<int64_t> outputs_kept_{0};  // outputs peers still have to fetch
+  std::atomic<int> barrier_{0};
+  int barrier_round_ = 0;
+  std::atomic<bool> stop_{false};
+  run_stats stats_;
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace weft::exec
