@@ -422,10 +422,15 @@ def write_doc(path, raw, commands, quick, threads, out, seconds):
             os.makedirs(os.path.dirname(dst), exist_ok=True)
             shutil.copy(p, dst)
             lines += ["![%s](img/%s)" % (os.path.basename(p)[:-4], os.path.basename(p)), ""]
-    lines += ["## Commands", "", "Each round ran these once, in this order:", "", "```"] + commands + ["```", "", WORKLOADS, ""]
+    lines += ["## Commands", "", "Each round ran these once, in this order:", "", "```"] + commands + ["```", "", WORKLOADS, "",
+              TASKS, ""]
     with open(path, "w") as f:
         f.write("\n".join(lines))
 
+
+TASKS = ("The communication engine's task benchmarks (windowed ping-pong and overlap on the dataflow executor, "
+         "the Weft engine against the MPI engine on MPICH and Open MPI, as the seed's Figures 2 and 3) have "
+         "their own script and page: `bench/taskbench.py`, [engine.md](engine.md#measured).")
 
 WORKLOADS = (
     "Workloads (`bench/bench_main.cpp`, the same code for Weft, MPICH and Open MPI): latency is an 8-byte ping-pong "

@@ -41,7 +41,9 @@ settings read_settings() {
   s.mode = put == "cma"        ? put_mode::cma
            : put == "pipeline" ? put_mode::pipeline
                                : put_mode::automatic;
-  s.rma_by_cma = util::get_text(setting::shm_rma) == "cma";
+  const std::string rma = util::get_text(setting::shm_rma);
+  s.rma_by_cma = rma != "pipeline";  // auto: gets by cross-memory attach
+  s.rma_auto = rma == "auto";
   // Each size is checked against its row's range in settings.def.
   s.nchannels = *util::get_size(setting::shm_channels);
   s.chunk_size = *util::get_size(setting::shm_chunk);
@@ -109,7 +111,10 @@ std::string shm_context::describe() const {
   s += " (channels " + std::to_string(settings_.nchannels) + ", chunk " +
        std::to_string(settings_.chunk_size) + " B x " + std::to_string(settings_.nslots) +
        " slots); user puts and gets by " +
-       (settings_.rma_by_cma && cma_ok_ ? "cross-memory attach" : "pipelined copy") + "; " +
+       (settings_.rma_auto && cma_ok_   ? "the measured choice (gets by cross-memory attach)"
+        : settings_.rma_by_cma && cma_ok_ ? "cross-memory attach"
+                                          : "pipelined copy") +
+       "; " +
        std::to_string(settings_.nlanes) + " inbox lanes; cross-memory attach " +
        (cma_ok_ ? "permitted" : "not permitted");
   return s;
@@ -482,10 +487,11 @@ bool shm_device::stream_out(int rank, const void* src, size_t size, uint64_t rem
       size + sizeof(put_inline_msg) <= max_message_size())
     return put_inline(rank, src, size, remote_addr, k, note, note_len, ctx);
   // WEFT_SHM_PUT=auto: the peer's chooser picks rendezvous data's mechanism and is told
-  // how long it took.
-  chooser* timed = data && ctx_.config().mode == put_mode::automatic && !self && size
-                       ? &peers_[size_t(rank)]->choose
-                       : nullptr;
+  // how long it took; WEFT_SHM_RMA=auto: a user's put's too.
+  const settings& cfg = ctx_.config();
+  const bool chosen = data ? cfg.mode == put_mode::automatic
+                           : kind == stream_put && cfg.rma_auto && ctx_.cma_permitted();
+  chooser* timed = chosen && !self && size ? &peers_[size_t(rank)]->choose : nullptr;
   const put_mode mode = timed               ? timed->choose(size)
                         : self || size == 0 ? put_mode::cma
                         : !data             ? rma_mechanism()

@@ -28,6 +28,7 @@ struct settings {
   size_t nlanes;
   size_t nregions;
   bool rma_by_cma;       // user puts and gets by cross-memory attach (when permitted)
+  bool rma_auto;         // user puts by the chooser's measured choice (WEFT_SHM_RMA=auto)
   size_t test_delay_us;  // WEFT_TEST_PIPELINE_DELAY (test builds)
 };
 
