@@ -92,14 +92,32 @@ def main():
     ap.add_argument("--out", default="build/taskbench")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--mode", default="pingpong")
+    ap.add_argument("--mode", default="pingpong", choices=["pingpong", "overlap"])
+    ap.add_argument("--bandwidth-csv", default="build/taskbench/raw.csv",
+                    help="overlap: a pingpong run's raw.csv, for the model lines")
+    ap.add_argument("--report-only", action="store_true",
+                    help="summary and plots from OUT/raw.csv, without running")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
+    if a.report_only:
+        with open(os.path.join(a.out, "raw.csv")) as f:
+            raw = [dict(r, size=int(r["size"]), value=float(r["value"]), flag_us=float(r["flag_us"]))
+                   for r in csv.DictReader(f)]
+        if a.mode == "overlap":
+            return report_overlap(raw, a.out, a.bandwidth_csv, 0)
+        return report(raw, a.out, a.mode, 0)
     sizes = sweep(a.quick)
+    if a.mode == "overlap":  # every second size: each run computes for about a second
+        sizes = sweep(False)[::4 if a.quick else 2]
     args = ["--mode", a.mode, "--sizes", ",".join(map(str, sizes))]
     if a.quick:
         args += ["--total", str(8 << 20), "--reps", "1"]
+    if a.mode == "overlap":
+        args += ["--reps", "1", "--flops", "1e8" if a.quick else "5e8"]
     syst, launch = systems(a.build, a.mode)
+    if a.mode == "overlap":  # the compute rate alone: one rank, no flow leaves it
+        syst.append(("compute only (1 rank)", [os.path.join(a.build, "weftrun"), "-n", "1",
+                                               os.path.join(a.build, "bench", "weft-taskbench")], {}))
     raw = []
     start = time.time()
     for r in range(1, a.rounds + 1):
@@ -125,7 +143,25 @@ def main():
         w = csv.DictWriter(f, fieldnames=list(raw[0].keys()))
         w.writeheader()
         w.writerows(raw)
-    report(raw, a.out, a.mode, time.time() - start)
+    if a.mode == "overlap":
+        report_overlap(raw, a.out, a.bandwidth_csv, time.time() - start)
+    else:
+        report(raw, a.out, a.mode, time.time() - start)
+
+
+def summary(out, name, lines):
+    """Writes and prints the summary; returns pyplot, or None without matplotlib."""
+    with open(os.path.join(out, name), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        return plt
+    except ImportError:
+        print("no matplotlib: no plots", file=sys.stderr)
+        return None
 
 
 def median_by(raw, workload):
@@ -175,15 +211,8 @@ def report(raw, out, mode, seconds):
     if plain and mpi8:
         lines.append("MPI engine at 8 MiB / plain MPI with 8 in flight: %.2f (fair when >= 0.9)." %
                      (max(mpi8) / max(plain)))
-    with open(os.path.join(out, "summary.md"), "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("no matplotlib: no plots", file=sys.stderr)
+    plt = summary(out, "summary.md", lines)
+    if not plt:
         return
     for what, data, unit in (("bandwidth", bw, "GB/s"), ("latency", lat, "us (p50, ACTIVATE -> data)")):
         fig, ax = plt.subplots(figsize=(7, 4.2))
@@ -202,6 +231,63 @@ def report(raw, out, mode, seconds):
         fig.tight_layout()
         fig.savefig(os.path.join(out, "taskbench_%s_%s.png" % (mode, what)), dpi=110)
         plt.close(fig)
+
+
+def report_overlap(raw, out, bandwidth_csv, seconds):
+    """GFLOP/s against fragment size, with the seed's two model lines: for a run that moves
+    B bytes for F multiply-adds, communication costs (B/F)/W per FLOP at bandwidth W (the
+    best engine's task ping-pong at that size, from a pingpong run) and computation 1/C (C:
+    the compute-only rate); roofline = 1/max of the two, no overlap = 1/their sum."""
+    gf = median_by(raw, "overlap_gflops")
+    moved = median_by(raw, "overlap")  # GB/s of data moved during the same runs
+    # One rank's rate; without SYNC both ranks compute at once (iterations overlap), so the
+    # job's compute bound is twice it.
+    compute = {k: 2 * v for k, v in gf.pop("compute only (1 rank)", {}).items()}
+    bw = {}
+    if os.path.exists(bandwidth_csv):
+        with open(bandwidth_csv) as f:
+            for row in csv.DictReader(f):
+                if row["workload"] == "pingpong" and row["system"].split()[0].endswith("engine"):
+                    k = int(row["size"])
+                    bw[k] = max(bw.get(k, 0.0), float(row["value"]))
+    model = {}
+    for size, c in compute.items():
+        runs = [(gf[s][size], moved[s][size]) for s in gf if size in gf[s] and size in moved.get(s, {})]
+        near = min(bw, key=lambda k: abs(math.log(k) - math.log(size))) if bw else None
+        if not runs or near is None or not c:
+            continue
+        bpf = statistics.median(m / g for g, m in runs if g > 0)  # bytes per FLOP (GB per GFLOP)
+        t_comm, t_comp = bpf / bw[near], 1.0 / c
+        model[size] = (1.0 / max(t_comm, t_comp), 1.0 / (t_comm + t_comp))
+    lines = ["Generated by `bench/taskbench.py --mode overlap` on %s in %.1f min; the model lines "
+             "use the compute-only rate and the task ping-pong bandwidth of `%s`." %
+             (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), seconds / 60, bandwidth_csv), "",
+             "| fragment (KiB) | " + " | ".join(sorted(gf)) + " | compute bound (2 x 1 rank) | roofline | no overlap |",
+             "| --- " * (len(gf) + 4) + "|"]
+    for size in sorted(compute, reverse=True):
+        lines.append("| %.1f | " % (size / 1024) + " | ".join(
+            "%.2f" % gf[s][size] if size in gf[s] else "" for s in sorted(gf)) +
+            " | %.2f | %s | %s |" % (compute[size], "%.2f" % model[size][0] if size in model else "",
+                                     "%.2f" % model[size][1] if size in model else ""))
+    plt = summary(out, "summary_overlap.md", lines)
+    if not plt:
+        return
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for s, d in sorted(gf.items()):
+        k = sorted(d)
+        ax.plot([x / 1024 for x in k], [d[x] for x in k], marker="o", ms=3, label=s)
+    k = sorted(model)
+    ax.plot([x / 1024 for x in k], [model[x][0] for x in k], "k--", label="roofline (model)")
+    ax.plot([x / 1024 for x in k], [model[x][1] for x in k], "k:", label="no overlap (model)")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("fragment (KiB)")
+    ax.set_ylabel("GFLOP/s")
+    ax.set_title("task overlap, GEMM-like intensity, 2 ranks on 2 cores")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "taskbench_overlap.png"), dpi=110)
+    plt.close(fig)
 
 
 if __name__ == "__main__":
