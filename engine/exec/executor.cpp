@@ -149,35 +149,32 @@ executor::~executor() {
   }
 }
 
-void executor::post(std::function<int()> fn) {
-  {
-    std::lock_guard<std::mutex> hold(posts_lock_);
-    if (!posts_.empty()) return posts_.push_back(std::move(fn));  // keep the order
-  }
-  const int rc = fn();
-  if (rc == WEFT_RETRY) {
-    std::lock_guard<std::mutex> hold(posts_lock_);
-    posts_.push_back(std::move(fn));
-    return;
-  }
+void executor::posted(int rc) {
   check(rc, "post");
+}
+
+void executor::queue_post(std::function<int()> fn) {
+  std::lock_guard<std::mutex> hold(posts_lock_);
+  posts_.push_back(std::move(fn));
+  nposts_.store(posts_.size(), std::memory_order_release);
 }
 
 // Posts refused earlier, in order; false while some are still refused.
 bool executor::retry_posts() {
-  for (;;) {
-    std::function<int()> fn;
+  while (nposts_.load(std::memory_order_acquire)) {
+    std::function<int()>* fn;
     {
       std::lock_guard<std::mutex> hold(posts_lock_);
-      if (posts_.empty()) return true;
-      fn = posts_.front();
+      fn = &posts_.front();  // stays put: only this loop pops, and a deque keeps its elements
     }
-    const int rc = fn();
+    const int rc = (*fn)();
     if (rc == WEFT_RETRY) return false;
     check(rc, "post");
     std::lock_guard<std::mutex> hold(posts_lock_);
     posts_.pop_front();
+    nposts_.store(posts_.size(), std::memory_order_release);
   }
+  return true;
 }
 
 void executor::drive() {
@@ -260,8 +257,8 @@ void executor::worker_loop() {
 
 // A finished task's outputs: local successors now, remote ranks told (ACTIVATE).
 void executor::complete(task_key t, std::vector<std::shared_ptr<data>>& outs) {
-  std::vector<task_key> succ;
-  std::vector<int> ranks;
+  thread_local std::vector<task_key> succ;  // scratch, reused by this thread
+  thread_local std::vector<int> ranks;
   for (uint32_t o = 0; o < outs.size(); ++o) {
     const std::shared_ptr<data>& d = outs[o];
     g().successors(t, o, succ);
@@ -280,17 +277,14 @@ void executor::complete(task_key t, std::vector<std::shared_ptr<data>>& outs) {
       served_[{t, o}] = d;
       outputs_kept_.fetch_add(1);
     }
-    auto m = std::make_shared<activate_msg>();
-    m->task = t;
-    m->output = o;
-    m->size = d->size;
-    std::memcpy(m->region, d->buf.packed, sizeof(m->region));
+    activate_msg m{};
+    m.task = t;
+    m.output = o;
+    m.size = d->size;
+    std::memcpy(m.region, d->buf.packed, sizeof(m.region));
     for (int r : ranks) {
-      m->sent_at = now_s();
-      activate_msg copy = *m;
-      post([this, r, copy] {
-        return weft_engine_post_am(e_, tag_activate, r, &copy, sizeof(copy));
-      });
+      m.sent_at = now_s();
+      post([this, r, m] { return weft_engine_post_am(e_, tag_activate, r, &m, sizeof(m)); });
     }
   }
   done_tasks_.fetch_add(1);
@@ -301,7 +295,7 @@ int executor::on_activate(weft_engine_t, weft_engine_tag_t, void* msg, size_t, i
   auto* x = static_cast<executor*>(self);
   activate_msg m;
   std::memcpy(&m, msg, sizeof(m));
-  std::vector<task_key> succ;
+  thread_local std::vector<task_key> succ;
   x->g().successors(m.task, m.output, succ);
   int prio = INT32_MIN;
   for (task_key s : succ)
@@ -404,7 +398,7 @@ int executor::on_data(weft_engine_t, weft_engine_tag_t, void* msg, size_t, int, 
     x->stats_.bytes_fetched += d->size;
     if (x->o_.record_latency) x->stats_.flow_latency_us.push_back((now_s() - d->sent_at) * 1e6);
   }
-  std::vector<task_key> succ;
+  thread_local std::vector<task_key> succ;
   x->g().successors(d->key.task, d->key.output, succ);
   for (task_key s : succ)
     if (x->g().rank_of(s) == x->me_) x->satisfy(s, d->key, d);

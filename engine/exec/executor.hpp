@@ -107,7 +107,18 @@ class executor {
   void make_ready(task_key t);
   void worker_loop();
   void pump_gets();
-  void post(std::function<int()> fn);
+  // Posts now when nothing refused waits (no allocation, no lock); a refused post, and
+  // every post behind one, waits in posts_ for drive() to retry, in order.
+  template <typename Fn>
+  void post(Fn&& fn) {
+    if (nposts_.load(std::memory_order_acquire) == 0) {
+      const int rc = fn();
+      if (rc != WEFT_RETRY) return posted(rc);
+    }
+    queue_post(std::function<int()>(std::forward<Fn>(fn)));
+  }
+  void posted(int rc);  // throws on an error code
+  void queue_post(std::function<int()> fn);
   bool retry_posts();
   void drive();
   static int on_activate(weft_engine_t, weft_engine_tag_t, void*, size_t, int, void*);
@@ -155,6 +166,7 @@ class executor {
 
   std::mutex posts_lock_;
   std::deque<std::function<int()>> posts_;  // refused with WEFT_RETRY: again from drive()
+  std::atomic<size_t> nposts_{0};           // posts_.size(), read without the lock
 
   std::atomic<uint64_t> done_tasks_{0}, local_total_{0};
   std::atomic<int64_t> outputs_kept_{0};  // outputs peers still have to fetch
