@@ -32,12 +32,10 @@ void pin(std::thread& t, int cpu) {
 int weft_engine::enable() {
   if (running_.exchange(true)) return WEFT_OK;
   if (attr.progress_thread) {
-    progress_on_ = true;
     progress_thread_ = std::thread([this] { progress_loop(); });
     pin(progress_thread_, attr.progress_cpu);
   }
   if (attr.comm_thread) {
-    comm_on_ = true;
     comm_thread_ = std::thread([this] { comm_loop(); });
     pin(comm_thread_, attr.comm_cpu);
   }
@@ -48,7 +46,6 @@ int weft_engine::disable() {
   if (!running_.exchange(false)) return WEFT_OK;
   if (progress_thread_.joinable()) progress_thread_.join();
   if (comm_thread_.joinable()) comm_thread_.join();
-  progress_on_ = comm_on_ = false;
   return WEFT_OK;
 }
 
@@ -67,7 +64,7 @@ void weft_engine::progress_loop() {
 void weft_engine::comm_loop() {
   int idle = 0;
   while (running_.load(std::memory_order_relaxed)) {
-    if (!progress_on_.load(std::memory_order_relaxed)) progress_x().device(dev_)();
+    if (!progress_thread_runs()) progress_x().device(dev_)();
     if (drain()) {
       idle = 0;
     } else if (++idle == idle_polls_before_yield) {
@@ -78,8 +75,8 @@ void weft_engine::comm_loop() {
 }
 
 int weft_engine::progress() {
-  if (!progress_on_.load(std::memory_order_relaxed)) progress_x().device(dev_)();
-  return comm_on_.load(std::memory_order_relaxed) ? 0 : drain();
+  if (!progress_thread_runs()) progress_x().device(dev_)();
+  return running_.load(std::memory_order_relaxed) && attr.comm_thread ? 0 : drain();
 }
 
 int weft_engine::can_serve() {

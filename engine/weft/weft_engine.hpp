@@ -176,7 +176,10 @@ class weft_engine : public weft_engine_s {
 
   util::spinlock drain_lock_;  // one thread drains the FIFOs at a time
   std::atomic<bool> running_{false};
-  std::atomic<bool> progress_on_{false}, comm_on_{false};  // their threads run
+  // Whether the progress thread drives the device now (its attribute, while enabled).
+  bool progress_thread_runs() const {
+    return attr.progress_thread && running_.load(std::memory_order_relaxed);
+  }
   std::thread progress_thread_, comm_thread_;
 };
 
