@@ -357,7 +357,13 @@ int main(int argc, char** argv) {
     status = 1;
   }
 #ifdef TASKBENCH_MPI
-  if (c.engine == "mpi") MPI_Finalize();
+  // Every transfer finished on both sides before finalize: MPICH over UCX's tcp otherwise
+  // waits in finalize for a rendezvous acknowledgement the peer, already past its own
+  // finalize's first steps, no longer sends.
+  if (c.engine == "mpi") {
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Finalize();
+  }
 #endif
   if (c.engine == "weft") weft_g_runtime_fina();
   if (status == 0) std::printf("rank %d: taskbench: all %zu sizes checked\n", me, c.sizes.size());

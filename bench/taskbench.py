@@ -10,6 +10,11 @@ engine on MPICH and on Open MPI, and plain MPI (bench_<mpi> bw, 8 fragments in f
 bandwidth (interpolated in log size), and the ratio MPI engine / Weft engine.
 
   bench/taskbench.py [--build build] [--out DIR] [--rounds R] [--quick] [--mode pingpong|overlap]
+                     [--hosts A,B --enter SCRIPT --iface BRIDGE --subnet CIDR]
+
+With --hosts the two ranks run on two hosts over tcp (bench/taskbench_hosts.sh makes them as
+network namespaces and passes these): the Weft engine over ofi (tcp;ofi_rxm) and ucx (tcp),
+MPICH through hydra and Open MPI through mpirun, both told to use the hosts' eth0.
 """
 import argparse
 import csv
@@ -46,6 +51,35 @@ def systems(build, mode):
             out.append(("mpi-engine %s no thread" % flavour, cmd + [binary, "--engine", "mpi"],
                         {"WEFT_ENGINE_COMM_THREAD": "0"}))
     return out, launch
+
+
+TCP_ENV = {"FI_TCP_IFACE": "eth0", "UCX_NET_DEVICES": "eth0", "UCX_TLS": "tcp"}
+
+
+def systems_hosts(build, hosts, enter, iface, subnet):
+    """The same systems with one rank on each of two hosts, every one over tcp."""
+    tb = os.path.join(build, "bench")
+    hydra = ["mpiexec.hydra", "-launcher", "ssh", "-launcher-exec", enter, "-iface", iface,
+             "-hosts", hosts, "-n", "2"]
+    nothreads = {"WEFT_ENGINE_PROGRESS_THREAD": "0", "WEFT_ENGINE_COMM_THREAD": "0"}
+    ofi = dict(TCP_ENV, WEFT_BACKEND="ofi", WEFT_OFI_PROVIDER="tcp;ofi_rxm")
+    ucx = dict(TCP_ENV, WEFT_BACKEND="ucx")
+    wt = hydra + [os.path.join(tb, "weft-taskbench")]
+    out = [("weft-engine ofi threads", wt, ofi), ("weft-engine ofi no threads", wt, dict(ofi, **nothreads)),
+           ("weft-engine ucx threads", wt, ucx), ("weft-engine ucx no threads", wt, dict(ucx, **nothreads))]
+    ompi = ["mpirun.openmpi", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none",
+            "--mca", "plm_rsh_agent", enter, "--host", hosts, "--mca", "oob_tcp_if_include", subnet,
+            "--mca", "btl_tcp_if_include", subnet, "-n", "2"]
+    ompi += [w for k in sorted(TCP_ENV) + ["WEFT_ENGINE_COMM_THREAD"] for w in ("-x", k)]
+    launch = {"mpich": hydra, "openmpi": ompi}
+    for flavour, cmd in launch.items():
+        binary = os.path.join(tb, "taskbench_" + flavour)
+        if os.path.exists(binary):
+            out.append(("mpi-engine %s thread" % flavour, cmd + [binary, "--engine", "mpi"],
+                        dict(TCP_ENV, WEFT_ENGINE_COMM_THREAD="1")))
+            out.append(("mpi-engine %s no thread" % flavour, cmd + [binary, "--engine", "mpi"],
+                        dict(TCP_ENV, WEFT_ENGINE_COMM_THREAD="0")))
+    return out, {f: c for f, c in launch.items()}
 
 
 def probe(build):
@@ -97,7 +131,12 @@ def main():
                     help="overlap: a pingpong run's raw.csv, for the model lines")
     ap.add_argument("--report-only", action="store_true",
                     help="summary and plots from OUT/raw.csv, without running")
+    ap.add_argument("--hosts", help="two host addresses A,B: one rank on each, over tcp")
+    ap.add_argument("--enter", help="--hosts: the command that runs a command on a host (as ssh)")
+    ap.add_argument("--iface", help="--hosts: hydra's interface towards the hosts")
+    ap.add_argument("--subnet", help="--hosts: the hosts' subnet (Open MPI's interface choice)")
     a = ap.parse_args()
+    where = "tcp between 2 hosts" if a.hosts else "shared memory"
     os.makedirs(a.out, exist_ok=True)
     if a.report_only:
         with open(os.path.join(a.out, "raw.csv")) as f:
@@ -105,16 +144,21 @@ def main():
                    for r in csv.DictReader(f)]
         if a.mode == "overlap":
             return report_overlap(raw, a.out, a.bandwidth_csv, 0)
-        return report(raw, a.out, a.mode, 0)
+        return report(raw, a.out, a.mode, 0, where)
     sizes = sweep(a.quick)
     if a.mode == "overlap":  # every second size: each run computes for about a second
         sizes = sweep(False)[::4 if a.quick else 2]
     args = ["--mode", a.mode, "--sizes", ",".join(map(str, sizes))]
     if a.quick:
         args += ["--total", str(8 << 20), "--reps", "1"]
+    elif a.hosts:  # tcp moves 10x less: 16 MiB per iteration keeps a round near 3 minutes
+        args += ["--total", str(16 << 20)]
     if a.mode == "overlap":
         args += ["--reps", "1", "--flops", "1e8" if a.quick else "5e8"]
-    syst, launch = systems(a.build, a.mode)
+    if a.hosts:
+        syst, launch = systems_hosts(a.build, a.hosts, a.enter, a.iface, a.subnet)
+    else:
+        syst, launch = systems(a.build, a.mode)
     if a.mode == "overlap":  # the compute rate alone: one rank, no flow leaves it
         syst.append(("compute only (1 rank)", [os.path.join(a.build, "weftrun"), "-n", "1",
                                                os.path.join(a.build, "bench", "weft-taskbench")], {}))
@@ -135,7 +179,7 @@ def main():
                 continue
             flag = probe(a.build)
             for row in run(cmd + [b, "bw", "--mode", "sr", "--sizes", "8388608", "--window", "8",
-                                  "--iters", "400"], {}):
+                                  "--iters", "100" if a.hosts else "400"], TCP_ENV if a.hosts else {}):
                 raw.append({"round": r, "system": "plain %s (window 8)" % flavour,
                             "workload": "pingpong", "size": 8388608, "value": float(row["value"]),
                             "unit": "GB/s", "flag_us": flag})
@@ -146,7 +190,7 @@ def main():
     if a.mode == "overlap":
         report_overlap(raw, a.out, a.bandwidth_csv, time.time() - start)
     else:
-        report(raw, a.out, a.mode, time.time() - start)
+        report(raw, a.out, a.mode, time.time() - start, where)
 
 
 def summary(out, name, lines):
@@ -172,15 +216,15 @@ def median_by(raw, workload):
     return {s: {k: statistics.median(v) for k, v in d.items()} for s, d in out.items()}
 
 
-def report(raw, out, mode, seconds):
+def report(raw, out, mode, seconds, where):
     bw = median_by(raw, mode)
     lat = median_by(raw, mode + "_latency_p50")
     flags = [r["flag_us"] for r in raw]
     lines = ["Generated by `bench/taskbench.py` on %s: %d measurements in %.1f min; flag probe "
-             "median %.3f us (range %.3f .. %.3f). Medians over rounds; 2 ranks on 2 cores, so "
-             "every engine thread shares a core with the workers." %
+             "median %.3f us (range %.3f .. %.3f). Medians over rounds; 2 ranks on 2 cores (%s), "
+             "so every engine thread shares a core with the workers." %
              (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), len(raw), seconds / 60,
-              statistics.median(flags), min(flags), max(flags)), "",
+              statistics.median(flags), min(flags), max(flags), where), "",
              "| system | 8 MiB (GB/s) | peak (GB/s) | 80% of its 8 MiB down to (KiB) | 80% of its peak down to (KiB) | 64 KiB | 8 KiB | p50 flow latency at 64 KiB (us) |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     th, thp = {}, {}
@@ -225,7 +269,7 @@ def report(raw, out, mode, seconds):
             ax.set_yscale("log")
         ax.set_xlabel("fragment (KiB)")
         ax.set_ylabel(unit)
-        ax.set_title("task %s %s, 2 ranks, shared memory" % (mode, what))
+        ax.set_title("task %s %s, 2 ranks, %s" % (mode, what, where))
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7)
         fig.tight_layout()
