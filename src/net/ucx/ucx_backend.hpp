@@ -165,8 +165,8 @@ class ucx_device final : public device {
   const char* resolve(int rank, rkey_t k, uint64_t addr, size_t size, remote_key** out);
   // Sends [src, src + size) as eager fragments written at remote_addr, the note on the last
   // one (the rendezvous data path); under worker_lock_, the peer alive.
-  void stream_locked(int rank, const void* src, size_t size, uint64_t remote_addr,
-                     const void* note, size_t note_len, void* ctx);
+  void stream_locked(int rank, const void* src, size_t size, uint64_t remote_addr, const void* note,
+                     size_t note_len, void* ctx);
   bool rma(bool write, int rank, void* local, size_t size, uint64_t addr, rkey_t k,
            const void* note, size_t note_len, void* ctx);
   void handle_control();
