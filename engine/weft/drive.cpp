@@ -50,6 +50,7 @@ int weft_engine::disable() {
 }
 
 void weft_engine::progress_loop() {
+  mark_weft_thread();  // continuations with thread = application do not run here
   int idle = 0;
   while (running_.load(std::memory_order_relaxed)) {
     if (progress_x().device(dev_)().is_done()) {
@@ -62,6 +63,7 @@ void weft_engine::progress_loop() {
 }
 
 void weft_engine::comm_loop() {
+  mark_weft_thread();
   int idle = 0;
   while (running_.load(std::memory_order_relaxed)) {
     if (!progress_thread_runs()) progress_x().device(dev_)();

@@ -310,6 +310,38 @@ WEFT_C_API int weft_sync_wait_x(weft_comp_t sync, weft_status_t* statuses, weft_
  * again later; it never waits. */
 WEFT_C_API int weft_comp_signal(weft_comp_t comp, weft_status_t status);
 
+/* ---- continuations (weft/cont.hpp; docs/continuations.md) ------------------------------ */
+/* A continuation's body: its operations' statuses in completion order (the array given to
+ * weft_alloc_cont, or NULL), their number, and the user data. */
+typedef void (*weft_cont_fn_t)(weft_status_t* statuses, size_t count, void* user_data);
+/* A continuation request's options, the seed's info keys: see weft::alloc_cont_request_x. */
+typedef struct weft_cont_request_attr_t {
+  int poll_only;         /* mpi_continue_poll_only */
+  int enqueue_complete;  /* mpi_continue_enqueue_complete */
+  int64_t max_poll;      /* mpi_continue_max_poll; -1: unlimited */
+  int thread_any;        /* mpi_continue_thread: 0 application, 1 any */
+  int async_signal_safe; /* mpi_continue_async_signal_safe (a hint; changes nothing) */
+} weft_cont_request_attr_t;
+/* The defaults: every flag 0, max_poll -1. */
+WEFT_C_API void weft_cont_request_attr_init(weft_cont_request_attr_t* attr);
+/* A continuation request in the global runtime; attr NULL: the defaults. Free it with
+ * weft_free_comp (released once its active continuations have run). */
+WEFT_C_API int weft_alloc_cont_request(const weft_cont_request_attr_t* attr, weft_comp_t* request);
+/* A continuation of `request`: pass it as the local completion of the posts it covers, then
+ * arm it. statuses: capacity entries for their statuses (NULL, 0: none kept). */
+WEFT_C_API int weft_alloc_cont(weft_comp_t request, weft_cont_fn_t fn, void* user_data,
+                               weft_status_t* statuses, size_t capacity, weft_comp_t* cont);
+/* Arms a continuation with the number of its posts that returned WEFT_POSTED; *flag = 1 when
+ * they have all completed already (the callback will not run; the seed's flag), else 0. */
+WEFT_C_API int weft_arm_cont(weft_comp_t cont, size_t nposted, int* flag);
+/* Progresses, runs ready continuations (up to max_poll); *flag = 1 when none is left active. */
+WEFT_C_API int weft_cont_request_test(weft_comp_t request, int* flag);
+/* Tests until none is left active. */
+WEFT_C_API int weft_cont_request_wait(weft_comp_t request);
+/* Signals `comp` once when `request` has no active continuation; *flag = 1 when it has none
+ * now (nothing will be signalled). */
+WEFT_C_API int weft_watch_cont_request(weft_comp_t request, weft_comp_t comp, int* flag);
+
 /* ---- memory registration ---------------------------------------------------------------- */
 WEFT_C_API int weft_register_memory(void* base, size_t size, weft_mr_t* mr);
 /* The same in `runtime` (NULL: the global one). */

@@ -8,6 +8,7 @@
 // See docs/api.md for the thread-safety table and docs/concepts.md for the message path.
 #pragma once
 
+#include "weft/cont.hpp"
 #include "weft/graph.hpp"
 #include "weft/off.hpp"
 #include "weft/types.hpp"

@@ -33,4 +33,21 @@ int guard(Fn&& fn) {
   }
 }
 
+template <typename T>
+T* need(T* out, const char* call, const char* argument) {
+  if (!out) throw fatal_error(call, argument, "NULL", "this call needs somewhere to write");
+  return out;
+}
+
+// Completion handles: the C pointer is the C++ handle's implementation pointer.
+inline comp_t cmp(weft_comp_t c) {
+  return comp_t{reinterpret_cast<impl::comp_impl*>(c)};
+}
+inline weft_comp_t c_comp(comp_t c) {
+  return reinterpret_cast<weft_comp_t>(c.p);
+}
+inline weft_status_t to_c(const status_t& s) {
+  return weft_status_t{int(s.error.errorcode), s.rank, s.tag, s.buf, s.size, s.user_context};
+}
+
 }  // namespace weft::capi

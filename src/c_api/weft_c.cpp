@@ -23,13 +23,11 @@ namespace {
 
 using namespace weft;
 
+using capi::c_comp;
+using capi::cmp;
 using capi::guard;
-
-template <typename T>
-T* need(T* out, const char* call, const char* argument) {
-  if (!out) throw fatal_error(call, argument, "NULL", "this call needs somewhere to write");
-  return out;
-}
+using capi::need;
+using capi::to_c;
 
 // Handles: the C pointer is the C++ handle's implementation pointer.
 runtime_t rt(weft_runtime_t r) {
@@ -37,9 +35,6 @@ runtime_t rt(weft_runtime_t r) {
 }
 device_t dev(weft_device_t d) {
   return device_t{reinterpret_cast<impl::device_impl*>(d)};
-}
-comp_t cmp(weft_comp_t c) {
-  return comp_t{reinterpret_cast<impl::comp_impl*>(c)};
 }
 matching_engine_t eng(weft_matching_engine_t e) {
   return matching_engine_t{reinterpret_cast<impl::matching_engine_impl*>(e)};
@@ -53,13 +48,7 @@ mr_t mreg(weft_mr_t m) {
 graph_node_t node(weft_graph_node_t n) {
   return graph_node_t{reinterpret_cast<impl::graph_node*>(n)};
 }
-weft_comp_t c_comp(comp_t c) {
-  return reinterpret_cast<weft_comp_t>(c.p);
-}
 
-weft_status_t to_c(const status_t& s) {
-  return weft_status_t{int(s.error.errorcode), s.rank, s.tag, s.buf, s.size, s.user_context};
-}
 status_t from_c(const weft_status_t& s) {
   status_t r;
   r.error = errorcode_t(s.errorcode);

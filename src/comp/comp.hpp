@@ -16,7 +16,8 @@
 
 namespace weft::impl {
 
-enum class comp_kind : uint8_t { sync, cq, handler, graph, internal, custom };
+// Kinds from `graph` on cannot be an operation's completion object (post refuses them).
+enum class comp_kind : uint8_t { sync, cq, handler, internal, custom, cont, graph, cont_request };
 
 class comp_impl {
  public:
@@ -27,6 +28,17 @@ class comp_impl {
   // False when the object cannot take the signal now (a full queue): the caller keeps
   // the status in the backlog and tries again.
   virtual bool signal(const status_t& s) = 0;
+  // A signal of an operation counted in `pending`. Continuations override it to see the
+  // signal before the count drops (arm_cont checks the posts that have not signalled).
+  virtual bool signal_counted(const status_t& s) {
+    pending.fetch_sub(1, std::memory_order_relaxed);
+    if (signal(s)) return true;
+    pending.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  // free_comp's last step: true when the object takes over its own release (a
+  // continuation request with continuations still active), false to be deleted now.
+  virtual bool free_self() { return false; }
 
   const comp_kind kind;
   // Operations posted with this object that have not signalled yet; freeing it before

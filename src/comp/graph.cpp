@@ -110,6 +110,8 @@ void graph_impl::start() {
     n->status = status_t{};
   }
   pending.store(1, std::memory_order_relaxed);  // free_comp refuses a running graph
+  // Its completion object counts the run as an operation in flight (arm_cont checks it).
+  if (done_) done_->pending.fetch_add(1, std::memory_order_relaxed);
   if (nodes_.empty()) {
     unfinished_.store(1, std::memory_order_relaxed);
     finish_graph();
@@ -208,7 +210,7 @@ void graph_impl::finish_graph() {
     state_.store(finished, std::memory_order_release);
   }
   if (done)
-    while (!done->signal(r)) util::cpu_relax();
+    while (!done->signal_counted(r)) util::cpu_relax();
 }
 
 bool graph_impl::test(status_t* out) {

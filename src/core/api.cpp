@@ -10,6 +10,7 @@
 #include "comp/comp.hpp"
 #include "comp/graph.hpp"
 #include "core/device.hpp"
+#include "core/hooks.hpp"
 #include "core/runtime.hpp"
 #include "match/matching_engine.hpp"
 #include "pool/packet_pool.hpp"
@@ -307,6 +308,10 @@ void free_comp(comp_t* comp) {
     r.forget_comp(c);
     return false;
   });
+  if (c->free_self()) {  // it releases itself (it may throw first: a continuation armed)
+    comp->p = nullptr;
+    return;
+  }
   delete c;
   comp->p = nullptr;
 }
@@ -478,6 +483,8 @@ error_t progress_impl(const progress_args& a) {
     d->net->wait_for_message(a.block_us);
     e = d->progress();
   }
+  if (auto* hook = progress_hook.load(std::memory_order_relaxed)) [[unlikely]]
+    hook();
   return e;
 }
 

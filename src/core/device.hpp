@@ -88,6 +88,10 @@ class device_impl final : public net::sink {
   // Inline: it is on the path of every arriving message.
   void complete(comp_impl* c, const status_t& s, bool counted) {
     if (!c) return;
+    if (counted && c->kind == comp_kind::cont) {  // never refuses
+      c->signal_counted(s);
+      return;
+    }
     if (counted) c->pending.fetch_sub(1, std::memory_order_relaxed);
     if (!signal_comp(c, s)) defer_signal(c, s);
   }

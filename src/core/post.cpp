@@ -42,6 +42,9 @@ void device_impl::refuse_post(const comm_args& a) {
   if (a.local_comp.p && a.local_comp.p->kind == comp_kind::graph)
     util::fail(call, "local_comp", "a graph",
                "add the operation to the graph with graph_add_node_op");
+  if (a.local_comp.p && a.local_comp.p->kind == comp_kind::cont_request)
+    util::fail(call, "local_comp", "a continuation request",
+               "pass a continuation of it (alloc_cont_x), or watch it with watch_cont_request");
   if (uint8_t(a.matching_policy) > uint8_t(matching_policy_t::rank_tag))
     util::fail(call, "matching_policy", std::to_string(int(a.matching_policy)), "unknown policy");
   if (a.direction == direction_t::IN && a.remote_comp != rcomp_null)
@@ -64,7 +67,7 @@ void device_impl::refuse_post(const comm_args& a) {
 status_t device_impl::post(const comm_args& a) {
   // Every check in one test; the report, which needs strings, is out of line.
   if (a.rank < 0 || a.rank >= rt.size() || (!a.local_buffer && a.size) || a.size > max_msg_size ||
-      (a.local_comp.p && a.local_comp.p->kind == comp_kind::graph) ||
+      (a.local_comp.p && a.local_comp.p->kind >= comp_kind::graph) ||
       uint8_t(a.matching_policy) > uint8_t(matching_policy_t::rank_tag) ||
       uint8_t(a.direction) > uint8_t(direction_t::IN) || (a.nbuffers && !a.buffers) ||
       (a.nremote_buffers && !a.remote_buffers) ||

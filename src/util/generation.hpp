@@ -34,6 +34,11 @@ inline constexpr uintptr_t address_mask = (uintptr_t(1) << tag_shift) - 1;
 void* allocate(size_t size);
 // Back to its size class; the header counts one more free.
 void release(void* p) noexcept;
+// For objects an owner recycles itself (continuations, kept by their request): `retire`
+// counts a free without giving the memory back, so handles to it go stale; `revive` makes
+// the same memory live again under its new generation.
+void retire(void* p) noexcept;
+void revive(void* p) noexcept;
 
 inline header* header_of(const void* p) {
   return reinterpret_cast<header*>(reinterpret_cast<uintptr_t>(p) - sizeof(header));

@@ -32,3 +32,4 @@ int scenario_loaded();
 int scenario_mechanism();
 int scenario_rma_burst();
 int scenario_blocking();
+int scenario_cont();

@@ -761,6 +761,7 @@ int main(int argc, char** argv) {
       {"rma_big", scenario_rma_big},
       {"graph", scenario_graph},
       {"lists", scenario_lists},
+      {"cont", scenario_cont},
       {"leave", scenario_leave},
       {"hole", scenario_hole},
       {"foreign", scenario_foreign},

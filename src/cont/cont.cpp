@@ -1,0 +1,273 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "cont/cont.hpp"
+
+#include <new>
+#include <string>
+
+#include "core/hooks.hpp"
+#include "util/fail.hpp"
+#include "util/generation.hpp"
+#include "util/log.hpp"
+#include "weft/weft.hpp"
+
+namespace weft::impl {
+
+namespace {
+
+// Continuations of freed requests that became ready where they could not run (inside
+// another continuation, or on a Weft thread): nobody will test their request, so the next
+// progress call of an application thread runs them (progress_orphans in the core).
+util::spinlock orphan_lock;
+std::vector<cont_impl*> orphans;
+
+void orphan(cont_impl* c) {
+  util::lock_guard<util::spinlock> g(orphan_lock);
+  orphans.push_back(c);
+  progress_hook.store(&cont_request_impl::run_orphans, std::memory_order_release);
+}
+
+}  // namespace
+
+// ---- a continuation ----------------------------------------------------------------------
+
+void cont_impl::arrive(const status_t& s, bool counted) {
+  const size_t i = arrived_.fetch_add(1, std::memory_order_acq_rel);
+  if (body_.statuses && i < body_.capacity) {
+    if (body_.to_c)
+      body_.to_c(body_.statuses, i, s);
+    else
+      static_cast<status_t*>(body_.statuses)[i] = s;
+  }
+  // After `arrived_`: arm_cont reads `pending` first, so no operation escapes both counts.
+  if (counted) pending.fetch_sub(1, std::memory_order_release);
+  if (remaining_.fetch_sub(1, std::memory_order_acq_rel) == 1) cr_->on_ready(this);
+}
+
+error_t cont_impl::arm(size_t n) {
+  const std::string hex = util::to_hex(this);
+  if (armed_.exchange(true, std::memory_order_acq_rel))
+    util::fail("arm_cont", "cont", hex, "armed twice");
+  if (body_.statuses && n > body_.capacity)
+    util::fail("arm_cont", "nposted", std::to_string(n),
+               "more than the capacity " + std::to_string(body_.capacity) +
+                   " of the continuation's statuses");
+  // Posted with it = signalled + still pending. An operation between its signal and its
+  // pending decrement is counted twice, never missed (arrive's order); a core path that
+  // decrements first is given a moment to signal before the count is refused.
+  size_t seen = 0;
+  for (int tries = 0; tries < 4096; ++tries) {
+    const int64_t p = pending.load(std::memory_order_acquire);
+    seen = arrived_.load(std::memory_order_acquire) + size_t(p > 0 ? p : 0);
+    if (n <= seen) break;
+    util::cpu_relax();
+  }
+  if (n > seen)
+    util::fail("arm_cont", "nposted", std::to_string(n),
+               "more than the " + std::to_string(seen) + " operations posted with continuation " +
+                   hex + " that have not signalled or have");
+  const size_t got = arrived_.load(std::memory_order_acquire);
+  if (n < got)
+    util::fail(
+        "arm_cont", "nposted", std::to_string(n),
+        "fewer than the " + std::to_string(got) + " operations that already signalled " + hex);
+  n_ = n;
+  const int64_t take = unarmed - int64_t(n);
+  if (remaining_.fetch_sub(take, std::memory_order_acq_rel) != take) return errorcode_t::posted;
+  // Every operation completed before arming: the seed's flag, the callback not run, unless
+  // the request queues such continuations for a later test.
+  if (cr_->enqueue_complete()) {
+    cr_->enqueue(this);
+    return errorcode_t::posted;
+  }
+  cr_->retire(this);
+  return errorcode_t::done;
+}
+
+void cont_impl::run() {
+  if (const int64_t p = pending.load(std::memory_order_acquire); p > 0)
+    WEFT_LOG(error,
+             "arm_cont: continuation %p armed with %zu operations, but %lld more were posted "
+             "with it; it runs now, and their signals are lost",
+             static_cast<void*>(this), n_, static_cast<long long>(p));
+  ++t_cont_depth;
+  if (body_.c_fn)
+    body_.c_fn(static_cast<weft_status_t*>(body_.statuses), n_, body_.user_data);
+  else
+    body_.fn(static_cast<status_t*>(body_.statuses), n_, body_.user_data);
+  --t_cont_depth;
+  cr_->retire(this);
+}
+
+bool cont_impl::free_self() {
+  if (armed_.load(std::memory_order_acquire))
+    util::fail("free_comp", "comp", util::to_hex(this),
+               "an armed continuation: Weft releases it once its callback has run");
+  // Never armed and nothing posted with it (free_comp checked pending): withdrawn.
+  cr_->retire(this);
+  return true;
+}
+
+// ---- a continuation request --------------------------------------------------------------
+
+cont_request_impl::cont_request_impl(const detail::cont_request_args& a)
+    : comp_impl(comp_kind::cont_request), a_(a) {}
+
+cont_request_impl::~cont_request_impl() {
+  for (cont_impl* c : spare_) util::gen::release(c);
+}
+
+bool cont_request_impl::signal(const status_t&) {
+  WEFT_LOG(error,
+           "a continuation request (%p) was signalled as an operation's completion "
+           "object: pass a continuation of it instead; the signal is ignored",
+           static_cast<void*>(this));
+  return true;
+}
+
+cont_impl* cont_request_impl::make(const cont_body& body) {
+  if (freed_.load(std::memory_order_acquire))
+    util::fail("alloc_cont", "request", util::to_hex(this), "the request was freed");
+  active_.fetch_add(1, std::memory_order_acq_rel);
+  refs_.fetch_add(1, std::memory_order_relaxed);
+  cont_impl* spare = nullptr;
+  {
+    util::lock_guard<util::spinlock> g(spare_lock_);
+    if (!spare_.empty()) {
+      spare = spare_.back();
+      spare_.pop_back();
+    }
+  }
+  if (!spare) return new cont_impl(this, body);
+  util::gen::revive(spare);
+  return ::new (static_cast<void*>(spare)) cont_impl(this, body);
+}
+
+bool cont_request_impl::may_run_here() const {
+  if (t_cont_depth > 0) return false;
+  if (t_weft_thread && a_.thread != cont_thread_t::any) return false;
+  return !a_.poll_only || freed_.load(std::memory_order_acquire);
+}
+
+void cont_request_impl::on_ready(cont_impl* c) {
+  if (may_run_here()) return c->run();
+  if (!freed_.load(std::memory_order_acquire)) return enqueue(c);
+  orphan(c);  // nobody will test a freed request: the next progress call runs it
+}
+
+void cont_request_impl::enqueue(cont_impl* c) {
+  util::lock_guard<util::spinlock> g(queue_lock_);
+  c->next = nullptr;
+  (tail_ ? tail_->next : head_) = c;
+  tail_ = c;
+  queued_.fetch_add(1, std::memory_order_release);
+}
+
+cont_impl* cont_request_impl::pop() {
+  if (!queued_.load(std::memory_order_acquire)) return nullptr;
+  util::lock_guard<util::spinlock> g(queue_lock_);
+  cont_impl* c = head_;
+  if (!c) return nullptr;
+  head_ = c->next;
+  if (!head_) tail_ = nullptr;
+  queued_.fetch_sub(1, std::memory_order_release);
+  return c;
+}
+
+size_t cont_request_impl::run_queued(size_t max) {
+  size_t ran = 0;
+  while (ran < max) {
+    cont_impl* c = pop();
+    if (!c) break;
+    ++ran;
+    c->run();
+  }
+  return ran;
+}
+
+void cont_request_impl::retire(cont_impl* c) {
+  c->~cont_impl();
+  util::gen::retire(c);
+  {
+    util::lock_guard<util::spinlock> g(spare_lock_);
+    spare_.push_back(c);
+  }
+  if (active_.fetch_sub(1, std::memory_order_acq_rel) == 1) on_idle();
+  unref();
+}
+
+void cont_request_impl::on_idle() {
+  std::vector<comp_impl*> w;
+  {
+    util::lock_guard<util::spinlock> g(watch_lock_);
+    w.swap(watchers_);
+  }
+  status_t s;
+  s.error = errorcode_t::done;
+  s.user_context = util::tagged(static_cast<comp_impl*>(this));
+  for (comp_impl* c : w)
+    while (!c->signal_counted(s)) util::cpu_relax();  // a full queue drains meanwhile
+}
+
+error_t cont_request_impl::watch(comp_impl* comp) {
+  util::lock_guard<util::spinlock> g(watch_lock_);
+  if (active_.load(std::memory_order_acquire) == 0) return errorcode_t::done;
+  comp->pending.fetch_add(1, std::memory_order_relaxed);
+  watchers_.push_back(comp);
+  return errorcode_t::posted;
+}
+
+bool cont_request_impl::test() {
+  if (testing_.exchange(true, std::memory_order_acquire))
+    util::fail("cont_request_test", "request", util::to_hex(this),
+               "another thread is testing it, or a continuation is testing its own request "
+               "(one tester at a time, seed 3.3)");
+  struct done_testing {
+    std::atomic<bool>& t;
+    ~done_testing() { t.store(false, std::memory_order_release); }
+  } guard{testing_};
+  progress_x().runtime(a_.runtime)();
+  if (t_cont_depth == 0)  // inside a continuation nothing more runs (seed 3.1)
+    run_queued(a_.max_poll < 0 ? SIZE_MAX : size_t(a_.max_poll));
+  return active_.load(std::memory_order_acquire) == 0;
+}
+
+cont_request_info_t cont_request_impl::info() const {
+  return cont_request_info_t{a_.poll_only,
+                             a_.enqueue_complete,
+                             a_.async_signal_safe,
+                             a_.max_poll,
+                             a_.thread,
+                             size_t(active_.load(std::memory_order_acquire)),
+                             queued_.load(std::memory_order_acquire)};
+}
+
+bool cont_request_impl::free_self() {
+  if (testing_.load(std::memory_order_acquire))
+    util::fail("free_comp", "comp", util::to_hex(this), "the request is being tested");
+  freed_.store(true, std::memory_order_release);
+  // What waits in the queue runs now when this thread may run it; later arrivals run where
+  // they become ready (as if poll_only were off) or from progress (run_orphans).
+  if (t_cont_depth == 0 && (!t_weft_thread || a_.thread == cont_thread_t::any))
+    run_queued(SIZE_MAX);
+  while (cont_impl* c = pop()) orphan(c);
+  unref();
+  return true;
+}
+
+void cont_request_impl::unref() {
+  if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+}
+
+void cont_request_impl::run_orphans() {
+  if (t_cont_depth > 0 || t_weft_thread) return;
+  std::vector<cont_impl*> ready;
+  {
+    util::lock_guard<util::spinlock> g(orphan_lock);
+    if (orphans.empty()) return;
+    ready.swap(orphans);
+    progress_hook.store(nullptr, std::memory_order_release);
+  }
+  for (cont_impl* c : ready) c->run();
+}
+
+}  // namespace weft::impl

@@ -1,0 +1,118 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Continuations (seed 002): a continuation is a completion object that counts the signals of
+// the operations posted with it and, once armed with their number and all of them have
+// signalled, runs its callback; a continuation request tracks the continuations registered
+// with it, runs those that could not run where they became ready, and reports whether any is
+// left active. The layer sits on the completion objects (src/comp) and calls the core only
+// to progress; the core knows a continuation only as a completion kind that wants to see a
+// counted signal before its pending count drops (comp_impl::signal_counted).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "comp/comp.hpp"
+#include "util/spinlock.hpp"
+#include "weft/cont.hpp"
+#include "weft/weft.h"
+
+namespace weft::impl {
+
+class cont_request_impl;
+
+// Set on threads that Weft's layers start (mark_weft_thread).
+inline thread_local bool t_weft_thread = false;
+// Above zero while this thread runs a continuation: one that becomes ready meanwhile is
+// queued, never run inside another (seed 3.1).
+inline thread_local int t_cont_depth = 0;
+
+// What a continuation runs and where its statuses go: a C++ body with status_t[] or, from the
+// C API, a C body with weft_status_t[] (to_c converts each status as it arrives).
+struct cont_body {
+  cont_fn_t fn = nullptr;
+  weft_cont_fn_t c_fn = nullptr;
+  void* user_data = nullptr;
+  void* statuses = nullptr;  // status_t[] or weft_status_t[]
+  size_t capacity = 0;
+  void (*to_c)(void* array, size_t i, const status_t& s) = nullptr;
+};
+
+class cont_impl final : public comp_impl {
+ public:
+  // Far above any count of operations: `remaining_` holds it until arm_cont takes it away.
+  static constexpr int64_t unarmed = int64_t(1) << 60;
+  cont_impl(cont_request_impl* cr, const cont_body& body)
+      : comp_impl(comp_kind::cont), cr_(cr), body_(body) {}
+  // comp_signal and uncounted signals.
+  bool signal(const status_t& s) override {
+    arrive(s, false);
+    return true;
+  }
+  bool signal_counted(const status_t& s) override {
+    arrive(s, true);
+    return true;
+  }
+  bool free_self() override;
+  error_t arm(size_t n);
+  // Runs the callback on this thread, then hands the object back to its request.
+  void run();
+  cont_request_impl* request() const { return cr_; }
+  cont_impl* next = nullptr;  // in its request's ready queue
+
+ private:
+  void arrive(const status_t& s, bool counted);
+
+  cont_request_impl* const cr_;
+  const cont_body body_;
+  size_t n_ = 0;  // armed count, written before `remaining_` is released
+  std::atomic<size_t> arrived_{0};
+  std::atomic<int64_t> remaining_{unarmed};
+  std::atomic<bool> armed_{false};
+};
+
+class cont_request_impl final : public comp_impl {
+ public:
+  explicit cont_request_impl(const detail::cont_request_args& a);
+  ~cont_request_impl() override;
+  // A request is no operation's completion object (post refuses it).
+  bool signal(const status_t&) override;
+  bool free_self() override;
+
+  cont_impl* make(const cont_body& body);  // registers a new continuation
+  // A continuation whose operations have all signalled: run here when allowed, else queued.
+  void on_ready(cont_impl* c);
+  void enqueue(cont_impl* c);
+  // A continuation ran (or completed at arm): recycled, and the request may become idle.
+  void retire(cont_impl* c);
+  bool test();
+  error_t watch(comp_impl* comp);
+  cont_request_info_t info() const;
+  bool enqueue_complete() const { return a_.enqueue_complete; }
+  // Runs queued continuations of freed requests; progress calls it (see cont.cpp).
+  static void run_orphans();
+
+ private:
+  bool may_run_here() const;
+  cont_impl* pop();
+  size_t run_queued(size_t max);
+  void on_idle();
+  void unref();
+
+  const detail::cont_request_args a_;
+  std::atomic<int64_t> active_{0};
+  std::atomic<int64_t> refs_{1};  // the program's handle, and one per active continuation
+  std::atomic<bool> testing_{false};
+  std::atomic<bool> freed_{false};
+  util::spinlock queue_lock_;
+  cont_impl* head_ = nullptr;
+  cont_impl* tail_ = nullptr;
+  std::atomic<size_t> queued_{0};
+  util::spinlock watch_lock_;
+  std::vector<comp_impl*> watchers_;
+  util::spinlock spare_lock_;
+  std::vector<cont_impl*> spare_;  // retired continuations, reused by make
+};
+
+}  // namespace weft::impl
