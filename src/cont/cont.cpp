@@ -20,6 +20,19 @@ namespace {
 util::spinlock orphan_lock;
 std::vector<cont_impl*> orphans;
 
+// Retired continuations of this thread, reused by its next alloc_cont: no lock and no
+// allocation per continuation when one thread allocates and runs them (a thread that only
+// runs them fills its cache, then gives the rest back to the allocator).
+struct spare_cache {
+  static constexpr size_t size = 256;
+  void* objs[size];
+  size_t n = 0;
+  ~spare_cache() {
+    while (n) util::gen::release(objs[--n]);
+  }
+};
+thread_local spare_cache t_spare __attribute__((tls_model("initial-exec")));
+
 void orphan(cont_impl* c) {
   util::lock_guard<util::spinlock> g(orphan_lock);
   orphans.push_back(c);
@@ -31,48 +44,53 @@ void orphan(cont_impl* c) {
 // ---- a continuation ----------------------------------------------------------------------
 
 void cont_impl::arrive(const status_t& s, bool counted) {
-  const size_t i = arrived_.fetch_add(1, std::memory_order_acq_rel);
-  if (body_.statuses && i < body_.capacity) {
-    if (body_.to_c)
-      body_.to_c(body_.statuses, i, s);
-    else
-      static_cast<status_t*>(body_.statuses)[i] = s;
+  // The status is written before the count that releases it to the callback: the slot is
+  // claimed with a separate index only when statuses are kept.
+  if (body_.statuses) {
+    const size_t i = size_t(slots_.fetch_add(1, std::memory_order_relaxed));
+    if (i < body_.capacity) {
+      if (body_.to_c)
+        body_.to_c(body_.statuses, i, s);
+      else
+        static_cast<status_t*>(body_.statuses)[i] = s;
+    }
   }
-  // After `arrived_`: arm_cont reads `pending` first, so no operation escapes both counts.
+  const uint64_t before = count_.fetch_add(one_signal, std::memory_order_acq_rel);
+  // After the count: arm_cont reads `pending` first, so no operation escapes both counts.
   if (counted) pending.fetch_sub(1, std::memory_order_release);
-  if (remaining_.fetch_sub(1, std::memory_order_acq_rel) == 1) cr_->on_ready(this);
+  if ((before & 0xffffffffu) == 1) cr_->on_ready(this);
+}
+
+[[noreturn, gnu::cold]] void cont_impl::refuse(size_t n, const char* why, size_t than) const {
+  util::fail(
+      "arm_cont", "nposted", std::to_string(n),
+      std::string(why) + " " + std::to_string(than) + " (continuation " + util::to_hex(this) + ")");
 }
 
 error_t cont_impl::arm(size_t n) {
-  const std::string hex = util::to_hex(this);
-  if (armed_.exchange(true, std::memory_order_acq_rel))
-    util::fail("arm_cont", "cont", hex, "armed twice");
+  // The thread that armed it is the only one that may arm it: no atomic exchange needed.
+  if (armed_.load(std::memory_order_relaxed))
+    util::fail("arm_cont", "cont", util::to_hex(this), "armed twice");
+  armed_.store(true, std::memory_order_relaxed);
   if (body_.statuses && n > body_.capacity)
-    util::fail("arm_cont", "nposted", std::to_string(n),
-               "more than the capacity " + std::to_string(body_.capacity) +
-                   " of the continuation's statuses");
+    refuse(n, "more than the capacity of its statuses array,", body_.capacity);
+  if (n >= unarmed) refuse(n, "more operations than a continuation counts, at most", unarmed - 1);
   // Posted with it = signalled + still pending. An operation between its signal and its
   // pending decrement is counted twice, never missed (arrive's order); a core path that
   // decrements first is given a moment to signal before the count is refused.
   size_t seen = 0;
   for (int tries = 0; tries < 4096; ++tries) {
     const int64_t p = pending.load(std::memory_order_acquire);
-    seen = arrived_.load(std::memory_order_acquire) + size_t(p > 0 ? p : 0);
+    seen = arrived() + size_t(p > 0 ? p : 0);
     if (n <= seen) break;
     util::cpu_relax();
   }
-  if (n > seen)
-    util::fail("arm_cont", "nposted", std::to_string(n),
-               "more than the " + std::to_string(seen) + " operations posted with continuation " +
-                   hex + " that have not signalled or have");
-  const size_t got = arrived_.load(std::memory_order_acquire);
-  if (n < got)
-    util::fail(
-        "arm_cont", "nposted", std::to_string(n),
-        "fewer than the " + std::to_string(got) + " operations that already signalled " + hex);
+  if (n > seen) refuse(n, "more than the operations posted with it:", seen);
+  if (n < arrived()) refuse(n, "fewer than the operations that already signalled it:", arrived());
   n_ = n;
-  const int64_t take = unarmed - int64_t(n);
-  if (remaining_.fetch_sub(take, std::memory_order_acq_rel) != take) return errorcode_t::posted;
+  const uint64_t take = unarmed - n;
+  if ((count_.fetch_sub(take, std::memory_order_acq_rel) & 0xffffffffu) != take)
+    return errorcode_t::posted;
   // Every operation completed before arming: the seed's flag, the callback not run, unless
   // the request queues such continuations for a later test.
   if (cr_->enqueue_complete()) {
@@ -112,9 +130,7 @@ bool cont_impl::free_self() {
 cont_request_impl::cont_request_impl(const detail::cont_request_args& a)
     : comp_impl(comp_kind::cont_request), a_(a) {}
 
-cont_request_impl::~cont_request_impl() {
-  for (cont_impl* c : spare_) util::gen::release(c);
-}
+cont_request_impl::~cont_request_impl() = default;
 
 bool cont_request_impl::signal(const status_t&) {
   WEFT_LOG(error,
@@ -127,19 +143,11 @@ bool cont_request_impl::signal(const status_t&) {
 cont_impl* cont_request_impl::make(const cont_body& body) {
   if (freed_.load(std::memory_order_acquire))
     util::fail("alloc_cont", "request", util::to_hex(this), "the request was freed");
-  active_.fetch_add(1, std::memory_order_acq_rel);
-  refs_.fetch_add(1, std::memory_order_relaxed);
-  cont_impl* spare = nullptr;
-  {
-    util::lock_guard<util::spinlock> g(spare_lock_);
-    if (!spare_.empty()) {
-      spare = spare_.back();
-      spare_.pop_back();
-    }
-  }
-  if (!spare) return new cont_impl(this, body);
-  util::gen::revive(spare);
-  return ::new (static_cast<void*>(spare)) cont_impl(this, body);
+  state_.fetch_add(one_active, std::memory_order_acq_rel);
+  if (t_spare.n == 0) return new cont_impl(this, body);
+  void* mem = t_spare.objs[--t_spare.n];
+  util::gen::revive(mem);
+  return ::new (mem) cont_impl(this, body);
 }
 
 bool cont_request_impl::may_run_here() const {
@@ -186,13 +194,18 @@ size_t cont_request_impl::run_queued(size_t max) {
 
 void cont_request_impl::retire(cont_impl* c) {
   c->~cont_impl();
-  util::gen::retire(c);
-  {
-    util::lock_guard<util::spinlock> g(spare_lock_);
-    spare_.push_back(c);
+  if (t_spare.n < spare_cache::size) {
+    util::gen::retire(c);  // handles to it go stale
+    t_spare.objs[t_spare.n++] = c;
+  } else {
+    util::gen::release(c);
   }
-  if (active_.fetch_sub(1, std::memory_order_acq_rel) == 1) on_idle();
-  unref();
+  const int64_t now = state_.fetch_sub(one_active, std::memory_order_seq_cst) - one_active;
+  // Watchers learn it, held or not. The flag is set before a watcher checks idleness and
+  // read after this count drops (both sequentially consistent), so one of the two sees
+  // the other: no lock taken here while nobody watches.
+  if (now < one_active && has_watchers_.load(std::memory_order_seq_cst)) on_idle();
+  if (now == 0) delete this;  // freed, and this was its last continuation
 }
 
 void cont_request_impl::on_idle() {
@@ -200,6 +213,7 @@ void cont_request_impl::on_idle() {
   {
     util::lock_guard<util::spinlock> g(watch_lock_);
     w.swap(watchers_);
+    has_watchers_.store(false, std::memory_order_relaxed);
   }
   status_t s;
   s.error = errorcode_t::done;
@@ -210,7 +224,8 @@ void cont_request_impl::on_idle() {
 
 error_t cont_request_impl::watch(comp_impl* comp) {
   util::lock_guard<util::spinlock> g(watch_lock_);
-  if (active_.load(std::memory_order_acquire) == 0) return errorcode_t::done;
+  has_watchers_.store(true, std::memory_order_seq_cst);
+  if (state_.load(std::memory_order_seq_cst) < one_active) return errorcode_t::done;
   comp->pending.fetch_add(1, std::memory_order_relaxed);
   watchers_.push_back(comp);
   return errorcode_t::posted;
@@ -228,7 +243,7 @@ bool cont_request_impl::test() {
   progress_x().runtime(a_.runtime)();
   if (t_cont_depth == 0)  // inside a continuation nothing more runs (seed 3.1)
     run_queued(a_.max_poll < 0 ? SIZE_MAX : size_t(a_.max_poll));
-  return active_.load(std::memory_order_acquire) == 0;
+  return idle();
 }
 
 cont_request_info_t cont_request_impl::info() const {
@@ -237,7 +252,7 @@ cont_request_info_t cont_request_impl::info() const {
                              a_.async_signal_safe,
                              a_.max_poll,
                              a_.thread,
-                             size_t(active_.load(std::memory_order_acquire)),
+                             size_t(state_.load(std::memory_order_acquire) / one_active),
                              queued_.load(std::memory_order_acquire)};
 }
 
@@ -250,12 +265,8 @@ bool cont_request_impl::free_self() {
   if (t_cont_depth == 0 && (!t_weft_thread || a_.thread == cont_thread_t::any))
     run_queued(SIZE_MAX);
   while (cont_impl* c = pop()) orphan(c);
-  unref();
+  if (state_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
   return true;
-}
-
-void cont_request_impl::unref() {
-  if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
 }
 
 void cont_request_impl::run_orphans() {

@@ -23,10 +23,12 @@ namespace weft::impl {
 class cont_request_impl;
 
 // Set on threads that Weft's layers start (mark_weft_thread).
-inline thread_local bool t_weft_thread = false;
+// initial-exec: read on every continuation; the default model calls __tls_get_addr in a
+// shared library.
+inline thread_local bool t_weft_thread __attribute__((tls_model("initial-exec"))) = false;
 // Above zero while this thread runs a continuation: one that becomes ready meanwhile is
 // queued, never run inside another (seed 3.1).
-inline thread_local int t_cont_depth = 0;
+inline thread_local int t_cont_depth __attribute__((tls_model("initial-exec"))) = 0;
 
 // What a continuation runs and where its statuses go: a C++ body with status_t[] or, from the
 // C API, a C body with weft_status_t[] (to_c converts each status as it arrives).
@@ -41,8 +43,11 @@ struct cont_body {
 
 class cont_impl final : public comp_impl {
  public:
-  // Far above any count of operations: `remaining_` holds it until arm_cont takes it away.
-  static constexpr int64_t unarmed = int64_t(1) << 60;
+  // One word counts both: operations that signalled (high 32 bits, each signal's index
+  // into the statuses) and operations still awaited (low 32 bits), which holds `unarmed`,
+  // far above any count, until arm_cont takes it away: one atomic add per signal.
+  static constexpr uint64_t unarmed = uint64_t(1) << 31;
+  static constexpr uint64_t one_signal = (uint64_t(1) << 32) - 1;  // arrived + 1, awaited - 1
   cont_impl(cont_request_impl* cr, const cont_body& body)
       : comp_impl(comp_kind::cont), cr_(cr), body_(body) {}
   // comp_signal and uncounted signals.
@@ -66,9 +71,12 @@ class cont_impl final : public comp_impl {
 
   cont_request_impl* const cr_;
   const cont_body body_;
-  size_t n_ = 0;  // armed count, written before `remaining_` is released
-  std::atomic<size_t> arrived_{0};
-  std::atomic<int64_t> remaining_{unarmed};
+  size_t arrived() const { return size_t(count_.load(std::memory_order_acquire) >> 32); }
+  [[noreturn, gnu::cold]] void refuse(size_t n, const char* why, size_t than) const;
+
+  size_t n_ = 0;  // armed count, written before `count_` is released
+  std::atomic<uint64_t> count_{unarmed};
+  std::atomic<uint32_t> slots_{0};  // statuses written (only when kept)
   std::atomic<bool> armed_{false};
 };
 
@@ -98,11 +106,14 @@ class cont_request_impl final : public comp_impl {
   cont_impl* pop();
   size_t run_queued(size_t max);
   void on_idle();
-  void unref();
+
+  // Twice the active continuations, plus one while the program holds the handle: the
+  // request is idle when it is at most 1, and released when it reaches 0.
+  static constexpr int64_t one_active = 2;
+  bool idle() const { return state_.load(std::memory_order_acquire) < one_active; }
 
   const detail::cont_request_args a_;
-  std::atomic<int64_t> active_{0};
-  std::atomic<int64_t> refs_{1};  // the program's handle, and one per active continuation
+  std::atomic<int64_t> state_{1};
   std::atomic<bool> testing_{false};
   std::atomic<bool> freed_{false};
   util::spinlock queue_lock_;
@@ -110,9 +121,8 @@ class cont_request_impl final : public comp_impl {
   cont_impl* tail_ = nullptr;
   std::atomic<size_t> queued_{0};
   util::spinlock watch_lock_;
+  std::atomic<bool> has_watchers_{false};
   std::vector<comp_impl*> watchers_;
-  util::spinlock spare_lock_;
-  std::vector<cont_impl*> spare_;  // retired continuations, reused by make
 };
 
 }  // namespace weft::impl

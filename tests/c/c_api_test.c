@@ -114,6 +114,16 @@ static void on_edge(weft_status_t s, void* from, void* to) {
   (void)to;
   if (s.errorcode == WEFT_DONE) ++edge_calls;
 }
+/* Continuations: the callback records its count and the first status. */
+static int cont_calls = 0;
+static size_t cont_count = 0;
+static weft_status_t cont_first;
+static void on_cont(weft_status_t* statuses, size_t count, void* arg) {
+  ++*(int*)arg;
+  cont_count = count;
+  if (statuses && count) cont_first = statuses[0];
+}
+
 static int gathers = 0;
 static void self_gather(const void* send, void* recv, size_t len, void* arg) {
   memcpy(recv, send, len); /* a job of one rank */
@@ -475,6 +485,53 @@ int main(void) {
   OK(weft_free_device(&dev2));
   OK(weft_free_packet_pool(&pool));
   OK(weft_free_device(&dev));
+  /* Continuations: a receive and a send in one, statuses converted to the C type. */
+  {
+    weft_comp_t cr, c;
+    weft_cont_request_attr_t ca;
+    weft_cont_request_attr_init(&ca);
+    CHECK(ca.max_poll == -1 && ca.poll_only == 0);
+    ca.poll_only = 1;
+    ca.max_poll = 0;
+    REFUSED(weft_alloc_cont_request(&ca, &cr), "max_poll = 0");
+    ca.max_poll = 4;
+    OK(weft_alloc_cont_request(&ca, &cr));
+    weft_status_t sts[2];
+    REFUSED(weft_alloc_cont(cr, NULL, NULL, NULL, 0, &c), "alloc_cont: fn");
+    OK(weft_alloc_cont(cr, on_cont, &cont_calls, sts, 2, &c));
+    static char cin[20000], cout[20000];
+    memset(cout, 'c', sizeof(cout));
+    size_t np = 0;
+    OK(weft_post_recv(from, cin, sizeof(cin), 60, c, &s));
+    np += s.errorcode == WEFT_POSTED;
+    s = post_send_retry(to, cout, sizeof(cout), 60, c);
+    np += s.errorcode == WEFT_POSTED;
+    int flag = -1, idle = 0;
+    OK(weft_arm_cont(c, np, &flag));
+    REFUSED(weft_arm_cont(c, np, &flag), "arm_cont");
+    double t0 = now();
+    while (!idle) {
+      OK(weft_cont_request_test(cr, &idle));
+      deadline_check(t0, "a continuation");
+    }
+    CHECK(flag == 0 ? cont_calls == 1 && cont_count == np : cont_calls == 0);
+    CHECK(cin[0] == 'c' && cin[sizeof(cin) - 1] == 'c');
+    CHECK(cont_calls == 0 || WEFT_IS_DONE(cont_first.errorcode));
+    /* Zero posted: the flag, and no call. */
+    OK(weft_alloc_cont(cr, on_cont, &cont_calls, NULL, 0, &c));
+    const int calls = cont_calls;
+    OK(weft_arm_cont(c, 0, &flag));
+    CHECK(flag == 1 && cont_calls == calls);
+    /* A watched request: the watcher is a synchronizer, signalled at once (idle). */
+    weft_comp_t w;
+    OK(weft_alloc_sync(1, &w));
+    OK(weft_watch_cont_request(cr, w, &flag));
+    CHECK(flag == 1);
+    OK(weft_cont_request_wait(cr));
+    OK(weft_free_comp(&w));
+    OK(weft_free_comp(&cr));
+    CHECK(cr == NULL);
+  }
   weft_runtime_t extra = NULL;
   weft_runtime_opts_t ro;
   weft_runtime_opts_init(&ro);
