@@ -423,14 +423,35 @@ def write_doc(path, raw, commands, quick, threads, out, seconds):
             shutil.copy(p, dst)
             lines += ["![%s](img/%s)" % (os.path.basename(p)[:-4], os.path.basename(p)), ""]
     lines += ["## Commands", "", "Each round ran these once, in this order:", "", "```"] + commands + ["```", "", WORKLOADS, "",
-              TASKS, ""]
+              TASKS, ""] + continuations()
     with open(path, "w") as f:
         f.write("\n".join(lines))
 
 
 TASKS = ("The communication engine's task benchmarks (windowed ping-pong and overlap on the dataflow executor, "
          "the Weft engine against the MPI engine on MPICH and Open MPI, as the seed's Figures 2 and 3) have "
-         "their own script and page: `bench/taskbench.py`, [engine.md](engine.md#measured).")
+         "their own script and page: `bench/taskbench.py` (shared memory) and `bench/taskbench_hosts.sh` (two "
+         "namespace hosts over tcp), [engine.md](engine.md#measured). Their plots (the seed's Figures 2 and 3: "
+         "bandwidth against fragment size, then GFLOP/s against fragment size with the roofline and no-overlap "
+         "lines; then the same ping-pong across two hosts over tcp):\n\n"
+         "![task ping-pong bandwidth](img/engine_pingpong_bandwidth.png)\n\n"
+         "![task overlap](img/engine_overlap.png)\n\n"
+         "![task ping-pong across hosts](img/engine_hosts_bandwidth.png)")
+
+CONT_INTRO = ("Per-operation cost of continuations ([continuations.md](continuations.md)) against Weft's plain "
+              "handler completion, from `bench/cont_bench.py` (its own script: the table below is "
+              "`bench/results/cont.md`, copied here when this page is generated). Target: at most 1.2x the "
+              "handler's cost per operation.")
+
+
+def continuations():
+    """The Continuations section: bench/results/cont.md, when bench/cont_bench.py wrote it."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "cont.md")
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return ["## Continuations", "", CONT_INTRO, "", f.read().rstrip("\n"), ""]
+
 
 WORKLOADS = (
     "Workloads (`bench/bench_main.cpp`, the same code for Weft, MPICH and Open MPI): latency is an 8-byte ping-pong "

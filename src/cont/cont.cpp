@@ -71,7 +71,6 @@ error_t cont_impl::arm(size_t n) {
   // The thread that armed it is the only one that may arm it: no atomic exchange needed.
   if (armed_.load(std::memory_order_relaxed))
     util::fail("arm_cont", "cont", util::to_hex(this), "armed twice");
-  armed_.store(true, std::memory_order_relaxed);
   if (body_.statuses && n > body_.capacity)
     refuse(n, "more than the capacity of its statuses array,", body_.capacity);
   if (n >= unarmed) refuse(n, "more operations than a continuation counts, at most", unarmed - 1);
@@ -87,6 +86,8 @@ error_t cont_impl::arm(size_t n) {
   }
   if (n > seen) refuse(n, "more than the operations posted with it:", seen);
   if (n < arrived()) refuse(n, "fewer than the operations that already signalled it:", arrived());
+  // Refused above, it stays unarmed: the program may arm it again with the right count.
+  armed_.store(true, std::memory_order_relaxed);
   n_ = n;
   const uint64_t take = unarmed - n;
   if ((count_.fetch_sub(take, std::memory_order_acq_rel) & 0xffffffffu) != take)

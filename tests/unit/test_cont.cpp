@@ -303,20 +303,30 @@ TEST_F(Cont, BadInputIsRefusedClearly) {
   weft::comp_t c = weft::alloc_cont_x(cr, note, &r)();
   EXPECT_NE(error_of([&] { weft::arm_cont(c, 1); }).find("arm_cont: nposted = 1: more than"),
             std::string::npos);
+  weft::free_comp(&c);  // a refused arm leaves it unarmed: it can be withdrawn
   weft::comp_t c2 = weft::alloc_cont_x(cr, note, &r)();
   EXPECT_TRUE(weft::arm_cont(c2, 0).is_done());
   EXPECT_NE(error_of([&] { weft::arm_cont(c2, 0); }).find("stale"), std::string::npos);
   weft::status_t st[1];
   weft::comp_t c3 = weft::alloc_cont_x(cr, note, &r).statuses(st, 1)();
-  EXPECT_NE(error_of([&] { weft::arm_cont(c3, 2); }).find("capacity of its statuses array, 1"), std::string::npos);
-  EXPECT_NE(error_of([&] { weft::arm_cont(c3, 0); }).find("armed twice"), std::string::npos);
+  EXPECT_NE(error_of([&] { weft::arm_cont(c3, 2); }).find("capacity of its statuses array, 1"),
+            std::string::npos);
+  ASSERT_TRUE(weft::post_recv(0, &in, 8, 2, c3).error.is_posted());
+  EXPECT_TRUE(weft::arm_cont(c3, 1).is_posted());  // the right count after a refusal
+  EXPECT_NE(error_of([&] { weft::arm_cont(c3, 1); }).find("armed twice"), std::string::npos);
+  EXPECT_NE(error_of([&] { weft::free_comp(&c3); }).find("operations that signal it"),
+            std::string::npos);
+  EXPECT_TRUE(weft::cancel_recv(0, &in, 2, c3));
   weft::comp_t c4 = weft::alloc_cont_x(cr, note, &r)();
   ASSERT_EQ(weft::comp_signal(c4, weft::status_t{}).errorcode, weft::errorcode_t::done);
   ASSERT_EQ(weft::comp_signal(c4, weft::status_t{}).errorcode, weft::errorcode_t::done);
-  EXPECT_NE(error_of([&] { weft::arm_cont(c4, 1); }).find("already signalled it: 2"), std::string::npos);
+  EXPECT_NE(error_of([&] { weft::arm_cont(c4, 1); }).find("already signalled it: 2"),
+            std::string::npos);
+  EXPECT_TRUE(weft::arm_cont(c4, 2).is_done());
   weft::comp_t c5 = weft::alloc_cont_x(cr, note, &r)();
   weft::free_comp(&c5);  // never armed, nothing posted: withdrawn
-  EXPECT_EQ(r.runs.load(), 0);
+  weft::cont_request_wait(cr);
+  EXPECT_EQ(r.runs.load(), 1);  // c3's, cancelled
   weft::free_comp(&cq);
   weft::free_comp(&cr);
 }
