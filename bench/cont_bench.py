@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Continuations against plain handler completion (bench_cont), interleaved rounds: each
 round runs the flag probe, then bench_cont alone (loopback) and under weftrun -n 2
-(process). The ratio to the handler is taken within each run, then the median over
+(process, over shared memory and over libfabric's tcp). The ratio to the handler is taken within each run, then the median over
 rounds. Writes bench/results/cont_raw.csv and bench/results/cont.md (the table that
 bench/report.py puts in docs/benchmarks.md, section Continuations).
 
@@ -18,8 +18,9 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def results(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+def results(cmd, env=None):
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
+                       env=dict(os.environ, **(env or {})))
     if r.returncode != 0:
         raise RuntimeError("%s failed (%d):\n%s%s" % (" ".join(cmd), r.returncode, r.stdout, r.stderr))
     return [dict(f.split("=", 1) for f in line.split()[1:]) for line in r.stdout.splitlines()
@@ -32,14 +33,16 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     a = ap.parse_args()
     bench = os.path.join(a.build, "bench", "bench_cont")
-    runs = {"loopback": [bench], "process": [os.path.join(a.build, "weftrun"), "-n", "2", bench]}
+    two = [os.path.join(a.build, "weftrun"), "-n", "2", bench]
+    runs = {"loopback": ([bench], {}), "process": (two, {}),
+            "process over tcp": (two, {"WEFT_BACKEND": "ofi", "WEFT_OFI_PROVIDER": "tcp;ofi_rxm"})}
     raw = []
     for r in range(1, a.rounds + 1):
-        for mode, cmd in runs.items():
+        for mode, (cmd, env) in runs.items():
             flag = float(results([os.path.join(a.build, "bench", "weft-probe"), "flag", "--trials",
                                   "1"])[0]["value"])
             print("[round %d/%d] %s (flag probe %.3f us)" % (r, a.rounds, mode, flag), flush=True)
-            for row in results(cmd):
+            for row in results(cmd, env):
                 raw.append({"round": r, "mode": mode, "workload": row["workload"],
                             "group": int(row["resources"][len("group"):]), "ns": float(row["value"]),
                             "ratio": float(row["ratio_to_handler"]), "flag_us": flag})
@@ -53,7 +56,7 @@ def main():
              "(range %.3f .. %.3f). Nanoseconds per operation, medians over rounds; the ratio "
              "to the handler is taken within each run. `recv`: 8-byte receives matched by "
              "eager sends (loopback: from the same process; process: from rank 1, a window "
-             "at a time); `signal`: `comp_signal` alone, no message." %
+             "at a time, over shared memory or libfabric's tcp provider); `signal`: `comp_signal` alone, no message." %
              (a.rounds, time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
               statistics.median(flags), min(flags), max(flags)), "",
              "| mode | workload | handler (ns) | continuation per 1 | per 8 | per 64 | ratio per 1 | per 8 | per 64 |",

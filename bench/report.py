@@ -440,8 +440,9 @@ TASKS = ("The communication engine's task benchmarks (windowed ping-pong and ove
 
 CONT_INTRO = ("Per-operation cost of continuations ([continuations.md](continuations.md)) against Weft's plain "
               "handler completion, from `bench/cont_bench.py` (its own script: the table below is "
-              "`bench/results/cont.md`, copied here when this page is generated). Target: at most 1.2x the "
-              "handler's cost per operation.")
+              "`bench/results/cont.md`, copied here when this page is generated; what it says: "
+              "[continuations.md](continuations.md#cost)). Target: at most 1.2x the handler's cost per "
+              "operation.")
 
 
 def continuations():
