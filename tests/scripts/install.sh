@@ -48,3 +48,22 @@ cc -std=c99 -pedantic -Wall -Wextra -Werror -D_POSIX_C_SOURCE=200809L -o "$work/
 [ $rc -eq 0 ] || { cat "$work/dht.log"; fail "C consumer: exit status $rc"; }
 [ "$(grep -c "100 correct" "$work/dht.log")" -eq 2 ] || { cat "$work/dht.log"; fail "C consumer"; }
 pass "a C99 program builds with cc against the installed weft.h and runs"
+
+# The MPIX_Continue library of each MPI flavour built here: its test program, compiled
+# with that MPI's wrapper against the installed header and library (pkg-config), runs.
+for flavour in mpich openmpi; do
+  [ -e "$build/mpix/libweft-mpix-$flavour.so" ] || continue
+  for f in "lib/libweft-mpix-$flavour.so" include/weft/mpix_continue.h \
+           "lib/pkgconfig/weft-mpix-$flavour.pc" lib/cmake/weft-mpix/weft-mpixConfig.cmake; do
+    [ -e "$prefix/$f" ] || fail "installed tree lacks $f"
+  done
+  mpicc.$flavour -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -o "$work/mpix_$flavour" \
+    "$src/tests/mpix/mpix_test.c" $(pkg-config --cflags --libs "weft-mpix-$flavour") 2>"$work/mx.log" ||
+    { cat "$work/mx.log"; fail "MPIX_Continue consumer ($flavour)"; }
+  if [ "$flavour" = mpich ]; then launch="mpiexec.mpich -n 2"; else
+    launch="mpirun.openmpi --allow-run-as-root --oversubscribe -n 2"; fi
+  timeout 100 $launch "$work/mpix_$flavour" >"$work/mx.log" 2>&1; rc=$?
+  [ $rc -eq 0 ] && [ "$(grep -c "mpix: all [0-9]* checks passed" "$work/mx.log")" -eq 2 ] ||
+    { cat "$work/mx.log"; fail "installed MPIX_Continue ($flavour): exit status $rc"; }
+  pass "MPIX_Continue for $flavour: header, library, pkg-config file and CMake package file installed; built through pkg-config, its test passes"
+done

@@ -1,0 +1,247 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The MPIX_Continue library on 2 ranks, each semantic of the proposal with its observable:
+ * flags and statuses, MPI_REQUEST_NULL after attach, persistent requests left usable,
+ * poll-only continuations never run by other MPI calls, max_poll per test, enqueue-complete,
+ * cancellation (Listing 4), a continuation request inside MPI_Waitall with ordinary
+ * requests, release of an active request, 4 threads attaching, and bad input. Prints
+ * "rank R: mpix: all N checks passed". */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mpix_continue.h"
+
+static int checks, failures, me, peer;
+#define CHECK(c)                                                                   \
+  do {                                                                             \
+    ++checks;                                                                      \
+    if (!(c)) {                                                                    \
+      ++failures;                                                                  \
+      fprintf(stderr, "rank %d: CHECK failed at line %d: %s\n", me, __LINE__, #c); \
+    }                                                                              \
+  } while (0)
+
+static atomic_int runs;
+static void count_cb(MPI_Status* st, void* data) {
+  (void)st;
+  (void)data;
+  atomic_fetch_add(&runs, 1);
+}
+
+static int cancelled_seen;
+static void cancel_cb(MPI_Status* st, void* data) { /* Listing 4 */
+  int c = 0;
+  MPI_Test_cancelled(st, &c);
+  *(int*)data = c;
+  cancelled_seen = 1;
+}
+
+static void test_until(MPI_Request* cr) {
+  int flag = 0;
+  while (!flag) MPI_Test(cr, &flag, MPI_STATUS_IGNORE);
+}
+
+static void basics(void) {
+  MPI_Request cr;
+  CHECK(MPIX_Continue_init(&cr, MPI_INFO_NULL) == MPI_SUCCESS);
+  int flag = -1;
+  CHECK(MPI_Test(&cr, &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS && flag == 1); /* idle */
+  int in[2] = {0, 0}, out[2] = {me + 10, me + 20};
+  MPI_Request r[2];
+  MPI_Status st[2];
+  MPI_Irecv(in, 2, MPI_INT, peer, 5, MPI_COMM_WORLD, &r[0]);
+  /* The peer sends only after the barrier: not complete at attach. */
+  CHECK(MPIX_Continueall(1, r, &flag, count_cb, NULL, st, cr) == MPI_SUCCESS && flag == 0);
+  CHECK(r[0] == MPI_REQUEST_NULL); /* released to the library */
+  MPI_Barrier(MPI_COMM_WORLD);
+  MPI_Send(out, 2, MPI_INT, peer, 5, MPI_COMM_WORLD);
+  test_until(&cr);
+  CHECK(atomic_load(&runs) == 1);
+  CHECK(in[0] == peer + 10 && in[1] == peer + 20);
+  int n = -1;
+  MPI_Get_count(&st[0], MPI_INT, &n);
+  CHECK(st[0].MPI_SOURCE == peer && st[0].MPI_TAG == 5 && n == 2); /* set before the cb */
+  /* Complete at attach: the flag, the status, no callback. */
+  MPI_Irecv(in, 1, MPI_INT, me, 7, MPI_COMM_WORLD, &r[0]);
+  MPI_Send(out, 1, MPI_INT, me, 7, MPI_COMM_WORLD); /* eager: delivered when it returns */
+  MPI_Status s1;
+  const int runs_before = atomic_load(&runs);
+  CHECK(MPIX_Continue(&r[0], &flag, count_cb, NULL, &s1, cr) == MPI_SUCCESS);
+  CHECK(r[0] == MPI_REQUEST_NULL);
+  if (flag)
+    CHECK(s1.MPI_TAG == 7 && atomic_load(&runs) == runs_before);
+  else
+    test_until(&cr);
+  /* Persistent: left usable, and started again. */
+  MPI_Request p;
+  MPI_Recv_init(in, 1, MPI_INT, peer, 8, MPI_COMM_WORLD, &p);
+  for (int round = 0; round < 3; ++round) {
+    MPI_Start(&p);
+    r[0] = p;
+    CHECK(MPIX_Continue(&r[0], &flag, count_cb, NULL, MPI_STATUS_IGNORE, cr) == MPI_SUCCESS);
+    CHECK(r[0] == p && flag == 0); /* a persistent request stays the program's */
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Send(&out[0], 1, MPI_INT, peer, 8, MPI_COMM_WORLD);
+    test_until(&cr);
+    CHECK(in[0] == peer + 10);
+  }
+  /* Cancellation as in Listing 4: a persistent receive cancelled through its handle. */
+  int was_cancelled = -1;
+  MPI_Start(&p);
+  MPI_Status cs;
+  CHECK(MPIX_Continue(&p, &flag, cancel_cb, &was_cancelled, &cs, cr) == MPI_SUCCESS && !flag);
+  MPI_Cancel(&p);
+  test_until(&cr);
+  CHECK(cancelled_seen && was_cancelled == 1);
+  MPI_Request_free(&p);
+  MPI_Request_free(&cr);
+  CHECK(cr == MPI_REQUEST_NULL);
+}
+
+static void options(void) {
+  MPI_Info info;
+  MPI_Info_create(&info);
+  MPI_Info_set(info, "mpi_continue_poll_only", "true");
+  MPI_Info_set(info, "mpi_continue_enqueue_complete", "true");
+  MPI_Info_set(info, "mpi_continue_max_poll", "2");
+  MPI_Request cr, other, r;
+  CHECK(MPIX_Continue_init(&cr, info) == MPI_SUCCESS);
+  CHECK(MPIX_Continue_init(&other, MPI_INFO_NULL) == MPI_SUCCESS);
+  int v = 0, flag = -1;
+  const int before = atomic_load(&runs);
+  for (int i = 0; i < 5; ++i) { /* complete at attach: enqueued, flag 0 */
+    MPI_Isend(&v, 1, MPI_INT, me, 40 + i, MPI_COMM_WORLD, &r);
+    MPI_Recv(&v, 1, MPI_INT, me, 40 + i, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    CHECK(MPIX_Continue(&r, &flag, count_cb, NULL, MPI_STATUS_IGNORE, cr) == MPI_SUCCESS);
+    CHECK(flag == 0);
+  }
+  for (int i = 0; i < 20; ++i) MPI_Test(&other, &flag, MPI_STATUS_IGNORE); /* other calls */
+  CHECK(atomic_load(&runs) == before); /* poll-only: never run by another request's test */
+  int per[4];
+  for (int t = 0; t < 4; ++t) {
+    const int b = atomic_load(&runs);
+    MPI_Test(&cr, &flag, MPI_STATUS_IGNORE);
+    per[t] = atomic_load(&runs) - b;
+  }
+  CHECK(per[0] == 2 && per[1] == 2 && per[2] == 1 && per[3] == 0); /* max_poll */
+  CHECK(flag == 1);
+  MPI_Request_free(&cr);
+  MPI_Request_free(&other);
+  MPI_Info_set(info, "mpi_continue_max_poll", "0"); /* with poll_only: nothing would run */
+  CHECK(MPIX_Continue_init(&cr, info) == MPI_ERR_ARG);
+  MPI_Info_free(&info);
+}
+
+static void in_waitall_and_release(void) {
+  MPI_Request cr, reqs[3];
+  MPIX_Continue_init(&cr, MPI_INFO_NULL);
+  int a = 0, b = 0, x = me, flag;
+  MPI_Request r;
+  MPI_Irecv(&a, 1, MPI_INT, peer, 50, MPI_COMM_WORLD, &r);
+  const int before = atomic_load(&runs);
+  MPIX_Continue(&r, &flag, count_cb, NULL, MPI_STATUS_IGNORE, cr);
+  CHECK(flag == 0);
+  MPI_Barrier(MPI_COMM_WORLD); /* attached before the peer sends */
+  reqs[0] = cr;
+  MPI_Irecv(&b, 1, MPI_INT, peer, 51, MPI_COMM_WORLD, &reqs[1]);
+  MPI_Isend(&x, 1, MPI_INT, peer, 50, MPI_COMM_WORLD, &reqs[2]);
+  MPI_Send(&x, 1, MPI_INT, peer, 51, MPI_COMM_WORLD);
+  MPI_Status sts[3];
+  CHECK(MPI_Waitall(3, reqs, sts) == MPI_SUCCESS);
+  CHECK(a == peer && b == peer && atomic_load(&runs) == before + 1);
+  CHECK(reqs[0] == cr && reqs[1] == MPI_REQUEST_NULL); /* the request persists */
+  /* Freed while active: released after its continuation ran, from another request's test. */
+  MPI_Irecv(&a, 1, MPI_INT, peer, 52, MPI_COMM_WORLD, &r);
+  MPIX_Continue(&r, &flag, count_cb, NULL, MPI_STATUS_IGNORE, cr);
+  CHECK(flag == 0);
+  MPI_Request_free(&cr);
+  CHECK(cr == MPI_REQUEST_NULL);
+  MPI_Barrier(MPI_COMM_WORLD); /* the peer sends only now: still active when freed */
+  MPI_Send(&x, 1, MPI_INT, peer, 52, MPI_COMM_WORLD);
+  MPI_Request other;
+  MPIX_Continue_init(&other, MPI_INFO_NULL);
+  while (atomic_load(&runs) != before + 2) MPI_Test(&other, &flag, MPI_STATUS_IGNORE);
+  MPI_Request_free(&other);
+}
+
+enum { THREADS = 4, PER_THREAD = 250 };
+static MPI_Request shared_cr;
+static void* attacher(void* arg) {
+  int t = (int)(long)arg;
+  int* bufs = calloc(PER_THREAD, sizeof(int));
+  for (int i = 0; i < PER_THREAD; ++i) {
+    MPI_Request r;
+    int flag;
+    MPI_Irecv(&bufs[i], 1, MPI_INT, peer, 1000 + t * PER_THREAD + i, MPI_COMM_WORLD, &r);
+    MPIX_Continue(&r, &flag, count_cb, NULL, MPI_STATUS_IGNORE, shared_cr);
+    if (flag) atomic_fetch_add(&runs, 1);
+  }
+  return bufs;
+}
+
+static void threads(void) {
+  MPIX_Continue_init(&shared_cr, MPI_INFO_NULL);
+  const int before = atomic_load(&runs);
+  pthread_t th[THREADS];
+  for (long t = 0; t < THREADS; ++t) pthread_create(&th[t], NULL, attacher, (void*)t);
+  int v = 7;
+  for (int i = 0; i < THREADS * PER_THREAD; ++i)
+    MPI_Send(&v, 1, MPI_INT, peer, 1000 + i, MPI_COMM_WORLD);
+  int* bufs[THREADS];
+  for (int t = 0; t < THREADS; ++t) pthread_join(th[t], (void**)&bufs[t]);
+  test_until(&shared_cr); /* one tester */
+  CHECK(atomic_load(&runs) == before + THREADS * PER_THREAD);
+  int bad = 0;
+  for (int t = 0; t < THREADS; ++t) {
+    for (int i = 0; i < PER_THREAD; ++i) bad += bufs[t][i] != 7;
+    free(bufs[t]);
+  }
+  CHECK(bad == 0);
+  MPI_Request_free(&shared_cr);
+}
+
+static void bad_input(void) {
+  MPI_Request cr, r = MPI_REQUEST_NULL, reqs[1];
+  int flag;
+  MPIX_Continue_init(&cr, MPI_INFO_NULL);
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  CHECK(MPIX_Continue(&r, &flag, count_cb, NULL, MPI_STATUS_IGNORE, cr) == MPI_ERR_REQUEST);
+  int v;
+  MPI_Irecv(&v, 1, MPI_INT, peer, 60, MPI_COMM_WORLD, &reqs[0]);
+  CHECK(MPIX_Continue(&reqs[0], &flag, NULL, NULL, MPI_STATUS_IGNORE, cr) == MPI_ERR_ARG);
+  CHECK(MPIX_Continueall(0, reqs, &flag, count_cb, NULL, MPI_STATUSES_IGNORE, cr) == MPI_ERR_COUNT);
+  CHECK(MPIX_Continue(&reqs[0], &flag, count_cb, NULL, MPI_STATUS_IGNORE, reqs[0]) ==
+        MPI_ERR_REQUEST); /* not a continuation request */
+  MPI_Send(&v, 1, MPI_INT, peer, 60, MPI_COMM_WORLD);
+  MPI_Wait(&reqs[0], MPI_STATUS_IGNORE);
+  MPI_Request_free(&cr);
+}
+
+int main(int argc, char** argv) {
+  int provided;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  int n;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  if (n != 2 || provided < MPI_THREAD_MULTIPLE) {
+    fprintf(stderr, "mpix_test: 2 ranks and MPI_THREAD_MULTIPLE needed\n");
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  peer = 1 - me;
+  basics();
+  MPI_Barrier(MPI_COMM_WORLD);
+  options();
+  MPI_Barrier(MPI_COMM_WORLD);
+  in_waitall_and_release();
+  MPI_Barrier(MPI_COMM_WORLD);
+  threads();
+  MPI_Barrier(MPI_COMM_WORLD);
+  bad_input();
+  MPI_Barrier(MPI_COMM_WORLD);
+  MPI_Finalize();
+  if (failures) return 1;
+  printf("rank %d: mpix: all %d checks passed\n", me, checks);
+  return 0;
+}
