@@ -47,6 +47,13 @@ void mpix_release(mpix_cr* cr) {
   free(cr->reqs);
   free(cr->conts);
   free(cr->slots);
+  free(cr->done_idx);
+  free(cr->done_sts);
+  while (cr->spare) {
+    mpix_cont* c = cr->spare;
+    cr->spare = c->next;
+    free(c);
+  }
   free(cr);
 }
 
@@ -143,7 +150,11 @@ static int grow(mpix_cr* cr, int more) { /* under cr->lock */
   if (c) cr->conts = c;
   int* s = realloc(cr->slots, sizeof(*s) * (size_t)cap);
   if (s) cr->slots = s;
-  if (!r || !c || !s) return 0;
+  int* d = realloc(cr->done_idx, sizeof(*d) * (size_t)cap);
+  if (d) cr->done_idx = d;
+  MPI_Status* st = realloc(cr->done_sts, sizeof(*st) * (size_t)cap);
+  if (st) cr->done_sts = st;
+  if (!r || !c || !s || !d || !st) return 0;
   cr->cap = cap;
   return 1;
 }
@@ -163,7 +174,11 @@ int MPIX_Continueall(int count, MPI_Request* reqs, int* flag, MPIX_Continue_cb_f
     *flag = 1;
     return MPI_SUCCESS;
   }
-  mpix_cont* c = malloc(sizeof(*c));
+  pthread_mutex_lock(&cr->lock);
+  mpix_cont* c = cr->spare;
+  if (c) cr->spare = c->next;
+  pthread_mutex_unlock(&cr->lock);
+  if (!c) c = malloc(sizeof(*c));
   if (!c) return MPI_ERR_NO_MEM;
   *c = (mpix_cont){cb, cb_data, statuses == MPI_STATUSES_IGNORE ? NULL : statuses, done ? 0 : count,
                    NULL};
@@ -203,8 +218,8 @@ static int poll_ops(mpix_cr* cr) {
   int rc = MPI_SUCCESS;
   if (cr->n) {
     int out = 0;
-    int* idx = malloc(sizeof(int) * (size_t)cr->n);
-    MPI_Status* sts = malloc(sizeof(MPI_Status) * (size_t)cr->n);
+    int* idx = cr->done_idx;
+    MPI_Status* sts = cr->done_sts;
     rc = PMPI_Testsome(cr->n, cr->reqs, &out, idx, sts);
     if (rc == MPI_SUCCESS && out != MPI_UNDEFINED) {
       for (int k = 0; k < out; ++k) {
@@ -223,8 +238,6 @@ static int poll_ops(mpix_cr* cr) {
         }
       cr->n = m;
     }
-    free(idx);
-    free(sts);
   }
   pthread_mutex_unlock(&cr->lock);
   return rc;
@@ -246,8 +259,9 @@ static int run_ready(mpix_cr* cr, int max) {
     ++depth;
     c->cb(c->statuses, c->data);
     --depth;
-    free(c);
     pthread_mutex_lock(&cr->lock);
+    c->next = cr->spare;
+    cr->spare = c;
     int idle = --cr->active == 0, release = idle && cr->freed;
     pthread_mutex_unlock(&cr->lock);
     if (release) {
@@ -267,30 +281,29 @@ int mpix_test_cr(mpix_cr* cr, int* flag, MPI_Status* status) {
   pthread_mutex_unlock(&cr->lock);
   atomic_store(&cr->testing, 0);
   if (*flag) mpix_empty_status(status);
-  mpix_progress_others();
+  mpix_progress_others(cr);
   return rc;
 }
 
 /* Continuations of requests without poll_only (or freed ones, which nobody tests) run from
  * any interposed call; a request another thread is testing is skipped. */
-void mpix_progress_others(void) {
+void mpix_progress_others(mpix_cr* except) {
   if (depth > 0) return;
-  pthread_mutex_lock(&registry_lock);
-  int n = nregistry;
-  mpix_cr** snapshot = malloc(sizeof(*snapshot) * (size_t)(n ? n : 1));
+  enum { batch = 16 }; /* requests taken per pass: no allocation here */
+  mpix_cr* taken[batch];
   int k = 0;
-  for (int i = 0; i < n; ++i)
-    if ((!registry[i]->poll_only || registry[i]->freed) &&
+  pthread_mutex_lock(&registry_lock);
+  for (int i = 0; i < nregistry && k < batch; ++i)
+    if (registry[i] != except && (!registry[i]->poll_only || registry[i]->freed) &&
         !atomic_exchange(&registry[i]->testing, 1))
-      snapshot[k++] = registry[i];
+      taken[k++] = registry[i];
   pthread_mutex_unlock(&registry_lock);
   for (int i = 0; i < k; ++i) {
-    mpix_cr* cr = snapshot[i];
+    mpix_cr* cr = taken[i];
     poll_ops(cr);
     if (!run_ready(cr, cr->freed ? -1 : cr->max_poll)) /* released: gone */
       atomic_store(&cr->testing, 0);
   }
-  free(snapshot);
 }
 
 /* ---- persistent requests: a hash set of their handles ---------------------------------- */

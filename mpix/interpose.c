@@ -32,7 +32,7 @@ int MPI_Test(MPI_Request* r, int* flag, MPI_Status* s) {
   if (!atomic_load(&mpix_ncr)) return PMPI_Test(r, flag, s);
   mpix_cr* cr = mpix_find(*r);
   if (cr) return mpix_test_cr(cr, flag, s);
-  mpix_progress_others();
+  mpix_progress_others(NULL);
   return PMPI_Test(r, flag, s);
 }
 
@@ -49,7 +49,7 @@ int MPI_Wait(MPI_Request* r, MPI_Status* s) {
  * them as they are), then the ordinary ones at once with PMPI_Testall. */
 int MPI_Testall(int n, MPI_Request reqs[], int* flag, MPI_Status sts[]) {
   if (!atomic_load(&mpix_ncr)) return PMPI_Testall(n, reqs, flag, sts);
-  mpix_progress_others();
+  mpix_progress_others(NULL);
   if (!any_cr(n, reqs)) return PMPI_Testall(n, reqs, flag, sts);
   MPI_Request* plain = malloc(sizeof(*plain) * (size_t)n);
   int* where = malloc(sizeof(int) * (size_t)n);
@@ -82,7 +82,7 @@ int MPI_Testall(int n, MPI_Request reqs[], int* flag, MPI_Status sts[]) {
 
 int MPI_Testany(int n, MPI_Request reqs[], int* index, int* flag, MPI_Status* s) {
   if (!atomic_load(&mpix_ncr) || !any_cr(n, reqs)) {
-    if (atomic_load(&mpix_ncr)) mpix_progress_others();
+    if (atomic_load(&mpix_ncr)) mpix_progress_others(NULL);
     return PMPI_Testany(n, reqs, index, flag, s);
   }
   int active = 0;
@@ -104,7 +104,7 @@ int MPI_Testany(int n, MPI_Request reqs[], int* index, int* flag, MPI_Status* s)
 
 int MPI_Testsome(int n, MPI_Request reqs[], int* outcount, int idx[], MPI_Status sts[]) {
   if (!atomic_load(&mpix_ncr) || !any_cr(n, reqs)) {
-    if (atomic_load(&mpix_ncr)) mpix_progress_others();
+    if (atomic_load(&mpix_ncr)) mpix_progress_others(NULL);
     return PMPI_Testsome(n, reqs, outcount, idx, sts);
   }
   int active = 0, out = 0;

@@ -26,6 +26,9 @@ typedef struct mpix_cr {
   mpix_cont** conts;
   int* slots; /* each one's index into its continuation's statuses */
   int n, cap;
+  int* done_idx; /* PMPI_Testsome's outputs, kept between tests (cap entries) */
+  MPI_Status* done_sts;
+  mpix_cont* spare;       /* run continuations, reused by the next attach */
   mpix_cont *head, *tail; /* ready, waiting for a test */
   int active;             /* attached continuations not yet run */
   int poll_only, enqueue_complete, max_poll, async_signal_safe, thread_any;
@@ -41,8 +44,9 @@ void mpix_register(mpix_cr* cr);
 void mpix_release(mpix_cr* cr);
 /* Test semantics of a continuation request; MPI_ERR_REQUEST for a second tester. */
 int mpix_test_cr(mpix_cr* cr, int* flag, MPI_Status* status);
-/* Progresses every other registered request that may run continuations outside its test. */
-void mpix_progress_others(void);
+/* Progresses every registered request but `except` that may run continuations outside its
+ * test. */
+void mpix_progress_others(mpix_cr* except);
 /* Persistent requests, recorded by the interposed *_init calls. */
 int mpix_is_persistent(MPI_Request r);
 void mpix_persistent(MPI_Request r, int add);
