@@ -12,18 +12,13 @@ import argparse
 import csv
 import os
 import statistics
-import subprocess
+import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cont_bench import results  # noqa: E402  (one runner for both scripts)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def results(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    if r.returncode != 0:
-        raise RuntimeError("%s failed (%d):\n%s%s" % (" ".join(cmd), r.returncode, r.stdout, r.stderr))
-    return [dict(f.split("=", 1) for f in line.split()[1:]) for line in r.stdout.splitlines()
-            if line.startswith("RESULT")]
 
 
 def main():
