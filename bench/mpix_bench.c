@@ -7,7 +7,8 @@
  *     it and attaches itself again; the loop is one MPI_Test of the continuation request.
  * Rank 1 sends rounds of N 8-byte messages (one per tag), each round once rank 0 says it
  * completed the previous one. Rank 0 prints the cost per completed receive.
- *   mpiexec -n 2 mpix_bench_<flavour> [--n N] [--msgs M] [--reps R] */
+ *   mpiexec -n 2 mpix_bench_<flavour> [--n N] [--msgs M] [--reps R] [--api testsome|continue|both]
+ */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,7 +113,7 @@ static void sender(int n, long msgs) {
 }
 
 int main(int argc, char** argv) {
-  int n = 30, reps = 3, me, size, provided;
+  int n = 30, reps = 3, me, size, provided, first = 0, last = 1;
   long msgs = 300000;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!strcmp(argv[i], "--n"))
@@ -121,16 +122,21 @@ int main(int argc, char** argv) {
       msgs = atol(argv[i + 1]);
     else if (!strcmp(argv[i], "--reps"))
       reps = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--api")) /* testsome, continue or both */
+      first = !strcmp(argv[i + 1], "continue"), last = strcmp(argv[i + 1], "testsome") != 0;
   }
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &me);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   if (size != 2 || n < 1 || n > 1 << 20 || msgs < n || reps < 1) {
-    if (me == 0) fprintf(stderr, "usage: mpiexec -n 2 mpix_bench [--n N] [--msgs M] [--reps R]\n");
+    if (me == 0)
+      fprintf(stderr,
+              "usage: mpiexec -n 2 mpix_bench [--n N] [--msgs M] [--reps R] [--api "
+              "testsome|continue|both]\n");
     MPI_Finalize();
     return 2;
   }
-  for (int use_cont = 0; use_cont < 2; ++use_cont) {
+  for (int use_cont = first; use_cont <= last; ++use_cont) {
     double best = 1e30;
     for (int r = 0; r < reps; ++r) {
       if (me == 0) {

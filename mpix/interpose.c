@@ -154,19 +154,11 @@ int MPI_Waitsome(int n, MPI_Request reqs[], int* outcount, int idx[], MPI_Status
 int MPI_Request_free(MPI_Request* r) {
   mpix_cr* cr = r ? mpix_find(*r) : NULL;
   if (!cr) {
-    if (r) mpix_persistent(*r, 0);
+    if (r && *r != MPI_REQUEST_NULL) mpix_persistent_set(*r, 0);
     return PMPI_Request_free(r);
   }
-  while (atomic_exchange(&cr->testing, 1)) sched_yield();
-  pthread_mutex_lock(&cr->lock);
-  cr->freed = 1;
-  int idle = cr->active == 0;
-  pthread_mutex_unlock(&cr->lock);
   *r = MPI_REQUEST_NULL;
-  if (idle)
-    mpix_release(cr);
-  else
-    atomic_store(&cr->testing, 0);
+  mpix_free_cr(cr);
   return MPI_SUCCESS;
 }
 
@@ -175,7 +167,7 @@ int MPI_Request_free(MPI_Request* r) {
   int MPI_##name(const void* buf, int count, MPI_Datatype type, int peer, int tag, MPI_Comm comm, \
                  MPI_Request* r) {                                                                \
     int rc = PMPI_##name(buf, count, type, peer, tag, comm, r);                                   \
-    if (rc == MPI_SUCCESS) mpix_persistent(*r, 1);                                                \
+    if (rc == MPI_SUCCESS && !mpix_persistent_set(*r, 1)) rc = MPI_ERR_NO_MEM;                    \
     return rc;                                                                                    \
   }
 MPIX_PERSISTENT(Send_init)
@@ -186,6 +178,6 @@ MPIX_PERSISTENT(Rsend_init)
 int MPI_Recv_init(void* buf, int count, MPI_Datatype type, int peer, int tag, MPI_Comm comm,
                   MPI_Request* r) {
   int rc = PMPI_Recv_init(buf, count, type, peer, tag, comm, r);
-  if (rc == MPI_SUCCESS) mpix_persistent(*r, 1);
+  if (rc == MPI_SUCCESS && !mpix_persistent_set(*r, 1)) rc = MPI_ERR_NO_MEM;
   return rc;
 }

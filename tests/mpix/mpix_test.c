@@ -63,6 +63,30 @@ static void basics(void) {
   int n = -1;
   MPI_Get_count(&st[0], MPI_INT, &n);
   CHECK(st[0].MPI_SOURCE == peer && st[0].MPI_TAG == 5 && n == 2); /* set before the cb */
+  /* Six operations, beyond those a continuation holds inline: each status set. */
+  int six[6], sent[6];
+  MPI_Request r6[6];
+  MPI_Status st6[6];
+  for (int i = 0; i < 3; ++i) MPI_Irecv(&six[i], 1, MPI_INT, peer, 30 + i, MPI_COMM_WORLD, &r6[i]);
+  for (int i = 3; i < 6; ++i) {
+    sent[i] = 100 * me + i;
+    MPI_Isend(&sent[i], 1, MPI_INT, peer, 33 + i, MPI_COMM_WORLD, &r6[i]);
+  }
+  CHECK(MPIX_Continueall(6, r6, &flag, count_cb, NULL, st6, cr) == MPI_SUCCESS);
+  MPI_Barrier(MPI_COMM_WORLD);
+  for (int i = 0; i < 3; ++i) {
+    int got;
+    MPI_Recv(&got, 1, MPI_INT, peer, 36 + i, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    CHECK(got == 100 * peer + 3 + i);
+    sent[i] = 100 * me + i;
+    MPI_Send(&sent[i], 1, MPI_INT, peer, 30 + i, MPI_COMM_WORLD);
+  }
+  if (!flag) test_until(&cr);
+  CHECK(atomic_load(&runs) == 2 || flag);
+  for (int i = 0; i < 3; ++i)
+    CHECK(six[i] == 100 * peer + i && st6[i].MPI_TAG == 30 + i && st6[i].MPI_SOURCE == peer);
+  for (int i = 0; i < 6; ++i) CHECK(r6[i] == MPI_REQUEST_NULL);
+  atomic_store(&runs, 1);
   /* Complete at attach: the flag, the status, no callback. */
   MPI_Irecv(in, 1, MPI_INT, me, 7, MPI_COMM_WORLD, &r[0]);
   MPI_Send(out, 1, MPI_INT, me, 7, MPI_COMM_WORLD); /* eager: delivered when it returns */
@@ -202,6 +226,41 @@ static void threads(void) {
   MPI_Request_free(&shared_cr);
 }
 
+/* Threads at once, each waiting with MPI_Waitall on its own continuation request mixed
+ * with an ordinary receive. */
+static void* mixed_waiter(void* arg) {
+  int t = (int)(long)arg, a = -1, b = -1, flag;
+  MPI_Request cr, reqs[2];
+  MPIX_Continue_init(&cr, MPI_INFO_NULL);
+  MPI_Irecv(&a, 1, MPI_INT, peer, 3000 + t, MPI_COMM_WORLD, &reqs[1]);
+  MPIX_Continue(&reqs[1], &flag, count_cb, NULL, MPI_STATUS_IGNORE, cr);
+  if (flag) atomic_fetch_add(&runs, 1);
+  MPI_Irecv(&b, 1, MPI_INT, peer, 3100 + t, MPI_COMM_WORLD, &reqs[1]);
+  reqs[0] = cr;
+  MPI_Status sts[2];
+  int rc = MPI_Waitall(2, reqs, sts);
+  MPI_Request_free(&cr);
+  return (void*)(long)(rc == MPI_SUCCESS && reqs[1] == MPI_REQUEST_NULL && a == t && b == -t &&
+                       sts[1].MPI_TAG == 3100 + t);
+}
+
+static void mixed_threads(void) {
+  const int before = atomic_load(&runs);
+  pthread_t th[THREADS];
+  for (long t = 0; t < THREADS; ++t) pthread_create(&th[t], NULL, mixed_waiter, (void*)t);
+  for (int t = 0; t < THREADS; ++t) {
+    int v = t, w = -t;
+    MPI_Send(&v, 1, MPI_INT, peer, 3000 + t, MPI_COMM_WORLD);
+    MPI_Send(&w, 1, MPI_INT, peer, 3100 + t, MPI_COMM_WORLD);
+  }
+  for (int t = 0; t < THREADS; ++t) {
+    void* ok;
+    pthread_join(th[t], &ok);
+    CHECK(ok == (void*)1L);
+  }
+  CHECK(atomic_load(&runs) == before + THREADS);
+}
+
 static void bad_input(void) {
   MPI_Request cr, r = MPI_REQUEST_NULL, reqs[1];
   int flag;
@@ -219,14 +278,17 @@ static void bad_input(void) {
   MPI_Request_free(&cr);
 }
 
+/* mpix_test [--funneled]: under MPI_THREAD_FUNNELED the library uses Open MPI's completion
+ * callback (mpix/hook_ompi.c) instead of PMPI_Testsome; the thread tests need MULTIPLE. */
 int main(int argc, char** argv) {
-  int provided;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  int provided, funneled = argc > 1 && !strcmp(argv[1], "--funneled");
+  int want = funneled ? MPI_THREAD_FUNNELED : MPI_THREAD_MULTIPLE;
+  MPI_Init_thread(&argc, &argv, want, &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &me);
   int n;
   MPI_Comm_size(MPI_COMM_WORLD, &n);
-  if (n != 2 || provided < MPI_THREAD_MULTIPLE) {
-    fprintf(stderr, "mpix_test: 2 ranks and MPI_THREAD_MULTIPLE needed\n");
+  if (n != 2 || provided < want) {
+    fprintf(stderr, "mpix_test: 2 ranks and thread level %d needed\n", want);
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
   peer = 1 - me;
@@ -236,12 +298,17 @@ int main(int argc, char** argv) {
   MPI_Barrier(MPI_COMM_WORLD);
   in_waitall_and_release();
   MPI_Barrier(MPI_COMM_WORLD);
-  threads();
-  MPI_Barrier(MPI_COMM_WORLD);
+  if (!funneled) {
+    threads();
+    MPI_Barrier(MPI_COMM_WORLD);
+    mixed_threads();
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
   bad_input();
   MPI_Barrier(MPI_COMM_WORLD);
   MPI_Finalize();
   if (failures) return 1;
+  printf("rank %d: mpix: under %s\n", me, funneled ? "MPI_THREAD_FUNNELED" : "MPI_THREAD_MULTIPLE");
   printf("rank %d: mpix: all %d checks passed\n", me, checks);
   return 0;
 }
