@@ -65,5 +65,13 @@ for flavour in mpich openmpi; do
   timeout 100 $launch "$work/mpix_$flavour" >"$work/mx.log" 2>&1; rc=$?
   [ $rc -eq 0 ] && [ "$(grep -c "mpix: all [0-9]* checks passed" "$work/mx.log")" -eq 2 ] ||
     { cat "$work/mx.log"; fail "installed MPIX_Continue ($flavour): exit status $rc"; }
-  pass "MPIX_Continue for $flavour: header, library, pkg-config file and CMake package file installed; built through pkg-config, its test passes"
+  cmake -S "$src/tests/install_mpix" -B "$work/mxc_$flavour" -DCMAKE_PREFIX_PATH="$prefix" \
+    -DCMAKE_C_COMPILER="mpicc.$flavour" -DFLAVOUR="$flavour" \
+    -DMPIX_TEST_SOURCE="$src/tests/mpix/mpix_test.c" >"$work/mxc.log" 2>&1 &&
+    cmake --build "$work/mxc_$flavour" >>"$work/mxc.log" 2>&1 ||
+    { cat "$work/mxc.log"; fail "find_package(weft-mpix) consumer ($flavour)"; }
+  timeout 100 $launch "$work/mxc_$flavour/mpix_consumer" >"$work/mx.log" 2>&1; rc=$?
+  [ $rc -eq 0 ] && [ "$(grep -c "mpix: all [0-9]* checks passed" "$work/mx.log")" -eq 2 ] ||
+    { cat "$work/mx.log"; fail "find_package(weft-mpix) consumer ($flavour): exit status $rc"; }
+  pass "MPIX_Continue for $flavour: header, library, pkg-config file and CMake package installed; built through pkg-config and through find_package, its test passes both ways"
 done
