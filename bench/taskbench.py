@@ -3,8 +3,9 @@
 """The task benchmarks (bench/taskbench.cpp) side by side, interleaved, in the same minutes:
 the Weft engine with its progress and communication threads and without them (each also
 with WEFT_SHM_RMA=auto: puts by the mechanism that moved more lately), the MPI
-engine on MPICH and on Open MPI, and plain MPI (bench_<mpi> bw, 8 fragments in flight) at
-8 MiB as the MPI engine's fairness check. Each measurement is preceded by the flag probe
+engine on MPICH and on Open MPI (and its continuation-based variant, mpi-cont-engine:
+completions through MPIX_Continue instead of MPI_Testsome), and plain MPI (bench_<mpi> bw,
+8 fragments in flight) at 8 MiB as the MPI engine's fairness check. Each measurement is preceded by the flag probe
 (weft-probe). Writes raw.csv, bandwidth and latency plots (PNG) and a markdown summary
 (summary.md): per system the smallest fragment that still reaches 80% of its own 8 MiB
 bandwidth (interpolated in log size), and the ratio MPI engine / Weft engine.
@@ -45,11 +46,12 @@ def systems(build, mode):
               "openmpi": ["mpirun.openmpi", "--allow-run-as-root", "--oversubscribe",
                           "--bind-to", "none", "-n", "2"]}
     for flavour, cmd in launch.items():
-        binary = os.path.join(tb, "taskbench_" + flavour)
-        if os.path.exists(binary):
-            out.append(("mpi-engine %s thread" % flavour, cmd + [binary, "--engine", "mpi"], {}))
-            out.append(("mpi-engine %s no thread" % flavour, cmd + [binary, "--engine", "mpi"],
-                        {"WEFT_ENGINE_COMM_THREAD": "0"}))
+        for kind, suffix in (("mpi-engine", ""), ("mpi-cont-engine", "_cont")):
+            binary = os.path.join(tb, "taskbench_" + flavour + suffix)
+            if os.path.exists(binary):
+                out.append(("%s %s thread" % (kind, flavour), cmd + [binary, "--engine", "mpi"], {}))
+                out.append(("%s %s no thread" % (kind, flavour), cmd + [binary, "--engine", "mpi"],
+                            {"WEFT_ENGINE_COMM_THREAD": "0"}))
     return out, launch
 
 
@@ -73,12 +75,13 @@ def systems_hosts(build, hosts, enter, iface, subnet):
     ompi += [w for k in sorted(TCP_ENV) + ["WEFT_ENGINE_COMM_THREAD"] for w in ("-x", k)]
     launch = {"mpich": hydra, "openmpi": ompi}
     for flavour, cmd in launch.items():
-        binary = os.path.join(tb, "taskbench_" + flavour)
-        if os.path.exists(binary):
-            out.append(("mpi-engine %s thread" % flavour, cmd + [binary, "--engine", "mpi"],
-                        dict(TCP_ENV, WEFT_ENGINE_COMM_THREAD="1")))
-            out.append(("mpi-engine %s no thread" % flavour, cmd + [binary, "--engine", "mpi"],
-                        dict(TCP_ENV, WEFT_ENGINE_COMM_THREAD="0")))
+        for kind, suffix in (("mpi-engine", ""), ("mpi-cont-engine", "_cont")):
+            binary = os.path.join(tb, "taskbench_" + flavour + suffix)
+            if os.path.exists(binary):
+                out.append(("%s %s thread" % (kind, flavour), cmd + [binary, "--engine", "mpi"],
+                            dict(TCP_ENV, WEFT_ENGINE_COMM_THREAD="1")))
+                out.append(("%s %s no thread" % (kind, flavour), cmd + [binary, "--engine", "mpi"],
+                            dict(TCP_ENV, WEFT_ENGINE_COMM_THREAD="0")))
     return out, {f: c for f, c in launch.items()}
 
 
@@ -250,6 +253,13 @@ def report(raw, out, mode, seconds, where):
         mp = [v for s, v in thp.items() if s.startswith("mpi-engine")]
         lines.append("The same against each system's peak (robust to a dip at 8 MiB): **%.2f**." %
                      (min(mp) / min(wp)))
+    for s in sorted(th):  # the continuation-based MPI engine against the Testsome one
+        base = s.replace("mpi-cont-engine", "mpi-engine")
+        if s.startswith("mpi-cont-engine") and base in th:
+            near = lambda d, want: d[min(d, key=lambda k: abs(k - want))]
+            lines.append("%s / %s: 80%% size %.2f, bandwidth at 64 KiB %.2f, at 8 KiB %.2f." %
+                         (s, base, th[s] / th[base], near(bw[s], 65536) / near(bw[base], 65536),
+                          near(bw[s], 8192) / near(bw[base], 8192)))
     plain = [v for s, d in bw.items() if s.startswith("plain") for v in d.values()]
     mpi8 = [d.get(8388608) for s, d in bw.items() if s.startswith("mpi-engine") and 8388608 in d]
     if plain and mpi8:

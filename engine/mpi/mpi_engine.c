@@ -165,6 +165,7 @@ static int release(weft_engine_t e) {
     return weft_engine_fail("weft_engine_free", "engine", "busy",
                             "regions are still registered (weft_engine_deregister_memory)");
   for (uint32_t t = 0; t < WEFT_ENGINE_MAX_TAGS + 2; ++t) mpi_remove_receives(m, t);
+  mpi_slots_fini(m);
   MPI_Comm_free(&m->comm);
   pthread_mutex_destroy(&m->lock);
   free(m);
@@ -172,19 +173,14 @@ static int release(weft_engine_t e) {
 }
 
 static const weft_engine_ops_t mpi_ops = {
+#ifdef WEFT_MPI_ENGINE_CONT
+    "mpi-cont",
+#else
     "mpi",
-    release,
-    post_am,
-    register_memory,
-    deregister_memory,
-    pack_memory,
-    memory_info,
-    mpi_engine_post_rma,
-    progress,
-    enable,
-    disable,
-    can_serve,
-    tag_added,
+#endif
+    release,     post_am,     register_memory,     deregister_memory,
+    pack_memory, memory_info, mpi_engine_post_rma, progress,
+    enable,      disable,     can_serve,           tag_added,
     tag_removed,
 };
 
@@ -219,6 +215,12 @@ int weft_engine_alloc_mpi(MPI_Comm comm, const weft_engine_attr_t* attr, weft_en
   m->tag_ub = found && ub ? *ub : 32767;
   m->next_data_tag = mpi_first_data_tag;
   const size_t hs = sizeof(mpi_handshake) + a.max_am;
+  rc = mpi_slots_init(m);
+  if (rc != WEFT_OK) {
+    MPI_Comm_free(&m->comm);
+    free(m);
+    return rc;
+  }
   pthread_mutex_lock(&m->lock);
   for (int i = 0; i < mpi_per_tag && rc == WEFT_OK; ++i) {
     rc = mpi_add_receive(m, entry_handshake, mpi_tag_put, hs);
@@ -228,6 +230,7 @@ int weft_engine_alloc_mpi(MPI_Comm comm, const weft_engine_attr_t* attr, weft_en
   if (rc == WEFT_OK) rc = enable(&m->base);
   if (rc != WEFT_OK) {
     for (uint32_t t = 0; t < WEFT_ENGINE_MAX_TAGS + 2; ++t) mpi_remove_receives(m, t);
+    mpi_slots_fini(m);
     MPI_Comm_free(&m->comm);
     free(m);
     return rc;

@@ -74,6 +74,10 @@ typedef struct {
   void* buf;    /* a persistent receive's buffer */
   size_t cap;
   mpi_transfer* t; /* entry_data */
+  /* the continuation-based variant: */
+  void* owner; /* the engine */
+  int watched; /* a continuation is attached */
+  MPI_Status st;
 } mpi_entry;
 
 typedef struct {
@@ -92,9 +96,13 @@ typedef struct {
   mpi_fifo deferred, dynamic;
   int next_data_tag, tag_ub;
   mpi_region* regions;
-  /* progress only (one thread): MPI_Testsome's outputs */
+  /* a pass's completions (under the lock): MPI_Testsome's outputs, or what continuations
+   * recorded (nout of them) */
   int idx[mpi_array_max];
   MPI_Status st[mpi_array_max];
+  int nout;
+  MPI_Request cr; /* the continuation-based variant's continuation request */
+  int free_slots[mpi_array_max], nfree;
   pthread_t comm_thread;
   int comm_running, stop;
 } mpi_engine;
@@ -113,5 +121,18 @@ int mpi_engine_post_rma(weft_engine_t e, int is_get, weft_engine_mem_t lreg, ptr
 int mpi_add_receive(mpi_engine* m, int kind, uint32_t tag, size_t cap);
 /* Under the lock: cancels and removes every persistent receive on `tag`. */
 void mpi_remove_receives(mpi_engine* m, uint32_t tag);
+
+/* How completions are found (mpi_testsome.c or mpi_cont.c; everything under the lock):
+ * a free entry (-1: the array is full); an entry whose request was just started, to be
+ * watched; an entry no longer used; a persistent receive cancelled and complete; the
+ * completions found now (indices in m->idx, statuses in m->st); after a pass. */
+int mpi_slot_new(mpi_engine* m);
+void mpi_slot_watch(mpi_engine* m, int i);
+void mpi_slot_free(mpi_engine* m, int i);
+void mpi_slot_cancel(mpi_engine* m, int i);
+int mpi_collect(mpi_engine* m);
+void mpi_slots_settle(mpi_engine* m);
+int mpi_slots_init(mpi_engine* m);
+void mpi_slots_fini(mpi_engine* m);
 
 #endif

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The MPI engine's request array and its progress (seed 000 sections 4.2.2-4.2.3): puts and
- * gets as handshake + MPI_Isend/MPI_Irecv, MPI_Testsome over the whole array, callbacks
- * from the parallel array, compaction so free entries stay at the back, then deferred sends
- * started and dynamic receives promoted in FIFO order while there is room. */
+ * gets as handshake + MPI_Isend/MPI_Irecv, the completions of a pass (mpi_collect: the
+ * whole array's MPI_Testsome in mpi_testsome.c, continuations in mpi_cont.c), callbacks
+ * from the parallel array, then deferred sends started and dynamic receives promoted in
+ * FIFO order while there is room. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,61 +30,55 @@ static mpi_transfer* pop(mpi_fifo* q) {
 }
 
 int mpi_add_receive(mpi_engine* m, int kind, uint32_t tag, size_t cap) {
-  if (m->n == mpi_array_max)
+  const int i = mpi_slot_new(m);
+  if (i < 0)
     return weft_engine_fail("weft_engine_register_tag", "tag", "?", "the request array is full");
   void* buf = malloc(cap ? cap : 1);
-  if (!buf) return WEFT_ERR_NOMEM;
-  MPI_Request* r = &m->reqs[m->n];
-  if (MPI_Recv_init(buf, (int)cap, MPI_BYTE, MPI_ANY_SOURCE, (int)tag, m->comm, r) != MPI_SUCCESS ||
+  MPI_Request* r = &m->reqs[i];
+  if (!buf ||
+      MPI_Recv_init(buf, (int)cap, MPI_BYTE, MPI_ANY_SOURCE, (int)tag, m->comm, r) != MPI_SUCCESS ||
       MPI_Start(r) != MPI_SUCCESS) {
     free(buf);
-    return weft_engine_fail("weft_engine_register_tag", "tag", "?", "MPI_Recv_init failed");
+    mpi_slot_free(m, i);
+    return buf ? weft_engine_fail("weft_engine_register_tag", "tag", "?", "MPI_Recv_init failed")
+               : WEFT_ERR_NOMEM;
   }
-  mpi_entry* e = &m->ents[m->n++];
+  mpi_entry* e = &m->ents[i];
   e->kind = kind;
   e->tag = tag;
   e->buf = buf;
   e->cap = cap;
   e->t = NULL;
+  mpi_slot_watch(m, i);
   return WEFT_OK;
-}
-
-/* Compacts [0, n): entries still in use move forward, in order. */
-static void compact(mpi_engine* m) {
-  int k = 0;
-  for (int i = 0; i < m->n; ++i) {
-    if (m->ents[i].kind == entry_free) continue;
-    m->reqs[k] = m->reqs[i];
-    m->ents[k++] = m->ents[i];
-  }
-  m->n = k;
 }
 
 void mpi_remove_receives(mpi_engine* m, uint32_t tag) {
   for (int i = 0; i < m->n; ++i) {
     mpi_entry* e = &m->ents[i];
     if ((e->kind != entry_am && e->kind != entry_handshake) || e->tag != tag) continue;
-    MPI_Cancel(&m->reqs[i]);
-    MPI_Wait(&m->reqs[i], MPI_STATUS_IGNORE);
+    mpi_slot_cancel(m, i);
     MPI_Request_free(&m->reqs[i]);
     free(e->buf);
-    e->kind = entry_free;
+    mpi_slot_free(m, i);
   }
-  compact(m);
+  mpi_slots_settle(m);
 }
 
 /* Under the lock: a transfer into the array (started now) or its FIFO. */
 static void place(mpi_engine* m, mpi_transfer* t) {
-  if (m->ndata < mpi_max_data) {
-    MPI_Request* r = &m->reqs[m->n];
+  if (m->ndata < mpi_max_data) { /* the array has room for mpi_max_data transfers */
+    const int i = mpi_slot_new(m);
+    MPI_Request* r = &m->reqs[i];
     if (t->is_send)
       MPI_Isend(t->buf, (int)t->size, MPI_BYTE, t->rank, t->mpi_tag, m->comm, r);
     else
       MPI_Irecv(t->buf, (int)t->size, MPI_BYTE, t->rank, t->mpi_tag, m->comm, r);
-    mpi_entry* e = &m->ents[m->n++];
+    mpi_entry* e = &m->ents[i];
     e->kind = entry_data;
     e->t = t;
     ++m->ndata;
+    mpi_slot_watch(m, i);
   } else if (t->is_send) {
     push(&m->deferred, t); /* not started: no bandwidth split over too many */
     __atomic_fetch_add(&m->base.stats.deferred, 1, __ATOMIC_RELAXED);
@@ -99,11 +94,13 @@ static int start_waiting(mpi_engine* m) {
   while (m->ndata < mpi_max_data && (m->dynamic.n || m->deferred.n)) {
     mpi_transfer* t = m->dynamic.n ? pop(&m->dynamic) : NULL;
     if (t) {
-      m->reqs[m->n] = t->req;
-      mpi_entry* e = &m->ents[m->n++];
+      const int i = mpi_slot_new(m);
+      m->reqs[i] = t->req;
+      mpi_entry* e = &m->ents[i];
       e->kind = entry_data;
       e->t = t;
       ++m->ndata;
+      mpi_slot_watch(m, i);
     } else {
       place(m, pop(&m->deferred));
     }
@@ -260,7 +257,7 @@ int mpi_send_progressing(mpi_engine* m, const void* buf, size_t size, int rank, 
 /* One completed entry, its callback run outside the lock. */
 typedef struct {
   mpi_entry ent;
-  int src, count;
+  int i, src, count;
 } mpi_done;
 
 int mpi_engine_progress(weft_engine_t e) {
@@ -271,9 +268,9 @@ int mpi_engine_progress(weft_engine_t e) {
   for (;;) {
     int out = 0;
     pthread_mutex_lock(&m->lock);
-    if (m->n) MPI_Testsome(m->n, m->reqs, &out, m->idx, m->st);
-    if (out == MPI_UNDEFINED) out = 0;
+    out = mpi_collect(m);
     for (int k = 0; k < out; ++k) {
+      done[k].i = m->idx[k];
       done[k].ent = m->ents[m->idx[k]];
       done[k].src = m->st[k].MPI_SOURCE;
       MPI_Get_count(&m->st[k], MPI_BYTE, &done[k].count);
@@ -292,15 +289,16 @@ int mpi_engine_progress(weft_engine_t e) {
     }
     pthread_mutex_lock(&m->lock);
     for (int k = 0; k < out; ++k) { /* receives again; data entries leave the array */
-      const int i = m->idx[k];
+      const int i = done[k].i;
       if (m->ents[i].kind == entry_data) {
-        m->ents[i].kind = entry_free;
+        mpi_slot_free(m, i);
         --m->ndata;
       } else {
         MPI_Start(&m->reqs[i]);
+        mpi_slot_watch(m, i);
       }
     }
-    if (out) compact(m);
+    if (out) mpi_slots_settle(m);
     start_waiting(m);
     pthread_mutex_unlock(&m->lock);
     if (!out) break;

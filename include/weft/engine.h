@@ -84,7 +84,7 @@ WEFT_C_API int weft_engine_alloc(const weft_engine_attr_t* attr, weft_engine_t* 
 /* Stops the engine's threads and frees it; *engine becomes NULL. WEFT_ERR_USAGE while
    operations are in flight (progress until none is) or regions are registered. */
 WEFT_C_API int weft_engine_free(weft_engine_t* engine);
-/* "weft" or "mpi". */
+/* "weft", "mpi" or "mpi-cont" (the MPI engine finding completions through continuations). */
 WEFT_C_API const char* weft_engine_name(weft_engine_t engine);
 WEFT_C_API int weft_engine_rank_me(weft_engine_t engine);
 WEFT_C_API int weft_engine_rank_n(weft_engine_t engine);
