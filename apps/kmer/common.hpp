@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// What the Weft and MPI versions of the k-mer counter share: the command line, the inputs
+// cut into one byte range per (rank, thread), the owner of a k-mer, batches of k-mers on the
+// wire, and the histogram in `jellyfish histo`'s format.
+#ifndef WEFT_APPS_KMER_COMMON_HPP
+#define WEFT_APPS_KMER_COMMON_HPP
+
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fastq.hpp"
+#include "kmer.hpp"
+
+namespace kmer {
+
+struct options {
+  int k = 21;
+  bool exact = false;     // no Bloom filter: every k-mer counted
+  int threads = 1;        // per rank, each producing and serving
+  size_t buffer = 8192;   // bytes per aggregation buffer (one message)
+  size_t bloom_bits = 0;  // per layer per rank; 0: from the input size
+  std::string histo;      // where rank 0 writes the histogram
+  std::vector<std::string> files;
+};
+
+// Parses argv; on bad input or --help prints to stderr/stdout and returns false with *code
+// set (2 for an error, 0 for --help).
+bool parse_options(int argc, char** argv, const char* prog, options* o, int* code);
+
+// The inputs, mapped (throws std::runtime_error naming a file that cannot be read).
+std::vector<std::unique_ptr<fastq_file>> open_inputs(const options& o);
+
+// Range `part` of `nparts` of a file: [begin, end).
+inline void part_of(size_t size, int part, int nparts, size_t* begin, size_t* end) {
+  *begin = size * size_t(part) / size_t(nparts);
+  *end = size * size_t(part + 1) / size_t(nparts);
+}
+
+// The rank that counts a k-mer: high hash bits (the low ones pick table shards and filter
+// words on that rank).
+inline int owner(uint64_t h, int nranks) {
+  return int((h >> 40) % uint64_t(nranks));
+}
+
+// A batch on the wire: a phase word, then keys of key_bytes(k) bytes each (8 when k <= 32).
+inline size_t key_bytes(int k) {
+  return k <= 32 ? 8 : 16;
+}
+inline void put_key(char* at, const mer_t& key, size_t kb) {
+  std::memcpy(at, &key.lo, 8);
+  if (kb == 16) std::memcpy(at + 8, &key.hi, 8);
+}
+inline mer_t get_key(const char* at, size_t kb) {
+  mer_t key{0, 0};
+  std::memcpy(&key.lo, at, 8);
+  if (kb == 16) std::memcpy(&key.hi, at + 8, 8);
+  return key;
+}
+constexpr size_t batch_header = 8;
+
+// Writes "count number" lines, ascending (jellyfish histo's format); false on a write error.
+bool write_histogram(const std::string& path, const std::map<uint64_t, uint64_t>& h);
+
+}  // namespace kmer
+
+#endif

@@ -1,0 +1,88 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The counting table of one rank: k-mer -> occurrences, written by every thread at once.
+// Shards by hash, each an open-addressing array under its own spinlock (a thread holds one
+// for a handful of probes; with thousands of shards two threads rarely meet), growing at
+// half full. Filled, then read once for the histogram.
+#ifndef WEFT_APPS_KMER_TABLE_HPP
+#define WEFT_APPS_KMER_TABLE_HPP
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "kmer.hpp"
+
+namespace kmer {
+
+class count_table {
+ public:
+  explicit count_table(size_t expected) : shards_(nshards) {
+    const size_t per = expected / nshards * 2 + 16;
+    size_t cap = 16;
+    while (cap < per) cap *= 2;
+    for (shard& s : shards_) s.slots.assign(cap, slot{});
+  }
+
+  // Adds `n` occurrences of `k` (hash h = kmer::hash(k)).
+  void add(const mer_t& k, uint64_t h, uint32_t n = 1) {
+    shard& s = shards_[h % nshards];
+    while (s.lock.test_and_set(std::memory_order_acquire)) {
+    }
+    if (2 * (s.used + 1) > s.slots.size()) grow(s);
+    slot& e = find(s, k, h);
+    if (!e.count) {
+      e.key = k;
+      ++s.used;
+    }
+    e.count += n;
+    s.lock.clear(std::memory_order_release);
+  }
+
+  // count -> number of distinct k-mers seen that many times (not thread-safe: after filling).
+  std::map<uint64_t, uint64_t> histogram() const {
+    std::map<uint64_t, uint64_t> h;
+    for (const shard& s : shards_)
+      for (const slot& e : s.slots)
+        if (e.count) ++h[e.count];
+    return h;
+  }
+
+  size_t distinct() const {
+    size_t n = 0;
+    for (const shard& s : shards_) n += s.used;
+    return n;
+  }
+
+ private:
+  static constexpr size_t nshards = 4096;
+  struct slot {
+    mer_t key{0, 0};
+    uint64_t count = 0;  // 0: empty
+  };
+  struct shard {
+    std::atomic_flag lock = ATOMIC_FLAG_INIT;
+    size_t used = 0;
+    std::vector<slot> slots;
+  };
+
+  static slot& find(shard& s, const mer_t& k, uint64_t h) {
+    const size_t mask = s.slots.size() - 1;
+    for (size_t i = (h >> 12) & mask;; i = (i + 1) & mask)  // low bits chose the shard
+      if (!s.slots[i].count || s.slots[i].key == k) return s.slots[i];
+  }
+
+  static void grow(shard& s) {
+    std::vector<slot> old(s.slots.size() * 2);
+    old.swap(s.slots);
+    for (const slot& e : old)
+      if (e.count) find(s, e.key, hash(e.key)) = e;
+  }
+
+  std::vector<shard> shards_;
+};
+
+}  // namespace kmer
+
+#endif

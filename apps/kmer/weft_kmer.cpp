@@ -1,0 +1,252 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// weft-kmer: the k-mer counting mini-app of seed 001 section 5.3 on Weft's active messages.
+// Every thread of every rank reads its byte range of the inputs, sends each canonical
+// k-mer to its owner rank in per-destination aggregation buffers (one active message per
+// full buffer) and serves the batches that arrive (the all-worker setup: each thread calls
+// progress, and the handler runs on whichever thread progressed). Without --exact a first
+// pass fills a two-layer Bloom filter and the counting pass counts only the k-mers in its
+// second layer; with --exact every k-mer is counted. Rank 0 gathers the histograms and
+// writes them in jellyfish histo's format.
+//   weftrun -n N weft-kmer -k K [--exact] [--threads T] [--buffer B] --histo OUT FILE.fq...
+#include <atomic>
+#include <barrier>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+#include <weft/weft.hpp>
+
+#include "bloom.hpp"
+#include "common.hpp"
+#include "table.hpp"
+
+namespace {
+
+using namespace kmer;
+
+enum : weft::tag_t { tag_batch = 1, tag_end = 2, tag_histo = 3 };
+
+// What every thread and the message handler share.
+struct job {
+  options o;
+  int me = 0, n = 1;
+  size_t kb = 8;  // bytes per key on the wire
+  std::vector<std::unique_ptr<fastq_file>> files;
+  std::unique_ptr<count_table> table;
+  std::unique_ptr<bloom2> bloom;
+  weft::rcomp_t rc;
+  std::atomic<uint64_t> received[2]{}, announced[2]{}, ends[2]{};
+  std::atomic<uint64_t> sent_to[2][1024]{};  // batches each phase, per destination (<= 1024 ranks)
+  std::mutex histo_lock;
+  std::map<uint64_t, uint64_t> histo;
+  std::atomic<int> histos{0};
+  std::atomic<uint64_t> reads{0}, kmers{0};
+};
+job* g;
+
+// Phase 0 fills the filter, phase 1 counts.
+void apply(int phase, const mer_t& k, uint64_t h) {
+  if (phase == 0)
+    g->bloom->insert(k, h);
+  else if (g->o.exact || g->bloom->repeated(k, h))
+    g->table->add(k, h);
+}
+
+// Every arriving active message, on the thread whose progress call delivered it.
+void on_message(weft::status_t s) {
+  const char* p = static_cast<const char*>(s.buf);
+  if (s.tag == tag_batch) {
+    uint32_t phase;
+    std::memcpy(&phase, p, 4);
+    for (size_t at = batch_header; at + g->kb <= s.size; at += g->kb) {
+      const mer_t k = get_key(p + at, g->kb);
+      apply(int(phase), k, hash(k));
+    }
+    g->received[phase].fetch_add(1, std::memory_order_release);
+  } else if (s.tag == tag_end) {
+    uint64_t v[2];
+    std::memcpy(v, p, sizeof(v));
+    g->announced[v[0]].fetch_add(v[1], std::memory_order_relaxed);
+    g->ends[v[0]].fetch_add(1, std::memory_order_release);
+  } else if (s.tag == tag_histo) {
+    std::lock_guard<std::mutex> l(g->histo_lock);
+    for (size_t at = 0; at + 16 <= s.size; at += 16) {
+      uint64_t v[2];
+      std::memcpy(v, p + at, sizeof(v));
+      g->histo[v[0]] += v[1];
+    }
+    g->histos.fetch_add(1, std::memory_order_release);
+  }
+  std::free(s.buf);
+}
+
+// Sends one message, progressing while Weft asks to retry; waits for a rendezvous send's
+// completion (the buffer is reused at once).
+void send(int rank, void* buf, size_t size, weft::tag_t tag, weft::comp_t done) {
+  weft::status_t s;
+  while ((s = weft::post_am_x(rank, buf, size, done, g->rc).tag(tag)()).error.is_retry())
+    weft::progress();
+  if (s.error.is_posted()) weft::sync_wait(done, nullptr);
+}
+
+// One thread's aggregation buffers, one per destination rank.
+struct sender {
+  int phase = 0;
+  std::vector<std::vector<char>> bufs;
+  std::vector<size_t> fill;
+  weft::comp_t done = weft::alloc_sync();
+  sender() : bufs(size_t(g->n), std::vector<char>(g->o.buffer)), fill(size_t(g->n), batch_header) {}
+  ~sender() { weft::free_comp(&done); }
+
+  void flush(int dest) {
+    if (fill[dest] == batch_header) return;
+    const uint32_t ph = uint32_t(phase);
+    std::memcpy(bufs[dest].data(), &ph, 4);
+    send(dest, bufs[dest].data(), fill[dest], tag_batch, done);
+    g->sent_to[phase][dest].fetch_add(1, std::memory_order_relaxed);
+    fill[dest] = batch_header;
+  }
+  void add(const mer_t& k, uint64_t h) {
+    const int dest = owner(h, g->n);
+    if (dest == g->me) return apply(phase, k, h);
+    put_key(bufs[dest].data() + fill[dest], k, g->kb);
+    if ((fill[dest] += g->kb) + g->kb > g->o.buffer) flush(dest);
+  }
+};
+
+// One thread's share of a phase: its byte range of every input.
+void produce(sender& out, int t) {
+  const int part = g->me * g->o.threads + t, nparts = g->n * g->o.threads;
+  uint64_t reads = 0, kmers = 0, since_progress = 0;
+  for (const auto& f : g->files) {
+    size_t begin, end;
+    part_of(f->size(), part, nparts, &begin, &end);
+    reads += f->for_each_read(begin, end, [&](const char* seq, size_t len) {
+      for_each_kmer(seq, len, g->o.k, [&](const mer_t& k) {
+        out.add(k, hash(k));
+        ++kmers;
+      });
+      if (++since_progress == 64) {  // serve what arrived meanwhile
+        since_progress = 0;
+        weft::progress();
+      }
+    });
+  }
+  for (int d = 0; d < g->n; ++d) out.flush(d);
+  if (out.phase == 1) {
+    g->reads.fetch_add(reads);
+    g->kmers.fetch_add(kmers);
+  }
+}
+
+// Tells every rank how many batches this rank sent it in `phase` (thread 0, once all of
+// this rank's threads flushed).
+void announce(int phase, weft::comp_t done) {
+  for (int d = 0; d < g->n; ++d) {
+    if (d == g->me) continue;
+    uint64_t v[2] = {uint64_t(phase), g->sent_to[phase][d].load()};
+    send(d, v, sizeof(v), tag_end, done);
+  }
+}
+
+bool phase_received(int phase) {
+  return g->ends[phase].load(std::memory_order_acquire) == uint64_t(g->n - 1) &&
+         g->received[phase].load(std::memory_order_acquire) ==
+             g->announced[phase].load(std::memory_order_relaxed);
+}
+
+void worker(int t, std::barrier<>& sync) try {
+  sender out;
+  for (int phase = g->o.exact ? 1 : 0; phase < 2; ++phase) {
+    out.phase = phase;
+    produce(out, t);
+    sync.arrive_and_wait();  // every thread of this rank flushed
+    if (t == 0) announce(phase, out.done);
+    while (!phase_received(phase)) weft::progress();
+    sync.arrive_and_wait();
+    if (t == 0) weft::barrier();  // every rank has every batch: the filter is complete
+    sync.arrive_and_wait();
+  }
+} catch (const std::exception& e) {  // a malformed input: the peers see this rank die
+  std::fprintf(stderr, "weft-kmer: rank %d: %s\n", g->me, e.what());
+  std::fflush(stderr);
+  std::_Exit(2);
+}
+
+// Rank 0 gathers every rank's histogram and writes it.
+bool gather_histogram() {
+  std::map<uint64_t, uint64_t> mine = g->table->histogram();
+  weft::comp_t done = weft::alloc_sync();
+  if (g->me != 0) {
+    std::vector<uint64_t> flat;
+    for (const auto& [c, k] : mine) flat.insert(flat.end(), {c, k});
+    send(0, flat.data(), flat.size() * 8, tag_histo, done);
+  } else {
+    while (g->histos.load(std::memory_order_acquire) < g->n - 1) weft::progress();
+    std::lock_guard<std::mutex> l(g->histo_lock);
+    for (const auto& [c, k] : mine) g->histo[c] += k;
+  }
+  weft::free_comp(&done);
+  return g->me != 0 || write_histogram(g->o.histo, g->histo);
+}
+
+size_t input_bytes() {
+  size_t b = 0;
+  for (const auto& f : g->files) b += f->size();
+  return b;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  job j;
+  g = &j;
+  int code = 0;
+  if (!parse_options(argc, argv, "weft-kmer", &j.o, &code)) return code;
+  try {
+    j.files = open_inputs(j.o);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "weft-kmer: %s\n", e.what());
+    return 2;
+  }
+  weft::g_runtime_init();
+  j.me = weft::get_rank_me();
+  j.n = weft::get_rank_n();
+  if (j.n > 1024) {
+    std::fprintf(stderr, "weft-kmer: %d ranks: at most 1024\n", j.n);
+    return 2;
+  }
+  j.kb = key_bytes(j.o.k);
+  j.o.buffer = std::min(j.o.buffer, size_t(1) << 24);
+  const size_t bases = input_bytes() / 2;  // about half of a FASTQ file is sequence
+  j.table = std::make_unique<count_table>(bases / size_t(j.n) / 4);
+  if (!j.o.exact)
+    j.bloom = std::make_unique<bloom2>(j.o.bloom_bits ? j.o.bloom_bits : 2 * bases / size_t(j.n));
+  weft::comp_t handler = weft::alloc_handler(on_message);
+  j.rc = weft::register_rcomp(handler);
+  weft::barrier();
+  const auto t0 = std::chrono::steady_clock::now();
+  int rc = 0;
+  {
+    std::barrier<> sync(j.o.threads);
+    std::vector<std::thread> threads;
+    for (int t = 1; t < j.o.threads; ++t) threads.emplace_back(worker, t, std::ref(sync));
+    worker(0, sync);
+    for (std::thread& t : threads) t.join();
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!gather_histogram()) {
+    std::fprintf(stderr, "weft-kmer: %s: cannot write the histogram\n", j.o.histo.c_str());
+    rc = 2;
+  }
+  weft::barrier();
+  std::printf(
+      "rank %d: weft-kmer: %llu reads, %llu k-mers, %zu distinct counted here, %.3f s, %.3g "
+      "k-mers/s\n",
+      j.me, (unsigned long long)j.reads.load(), (unsigned long long)j.kmers.load(),
+      j.table->distinct(), secs, double(j.kmers.load()) / secs);
+  weft::free_comp(&handler);
+  weft::g_runtime_fina();
+  return rc;
+}
