@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "kmer.hpp"
@@ -28,8 +29,9 @@ class count_table {
   // Adds `n` occurrences of `k` (hash h = kmer::hash(k)).
   void add(const mer_t& k, uint64_t h, uint32_t n = 1) {
     shard& s = shards_[h % nshards];
-    while (s.lock.test_and_set(std::memory_order_acquire)) {
-    }
+    for (int spins = 0; s.lock.test_and_set(std::memory_order_acquire);)
+      if (++spins % 64 == 0)
+        std::this_thread::yield();  // a holder descheduled: more threads than cores
     if (2 * (s.used + 1) > s.slots.size()) grow(s);
     slot& e = find(s, k, h);
     if (!e.count) {

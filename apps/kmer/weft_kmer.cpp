@@ -31,7 +31,8 @@ enum : weft::tag_t { tag_batch = 1, tag_end = 2, tag_histo = 3 };
 struct job {
   options o;
   int me = 0, n = 1;
-  size_t kb = 8;  // bytes per key on the wire
+  size_t kb = 8;     // bytes per key on the wire
+  size_t eager = 0;  // the largest eager message
   std::vector<std::unique_ptr<fastq_file>> files;
   std::unique_ptr<count_table> table;
   std::unique_ptr<bloom2> bloom;
@@ -78,39 +79,67 @@ void on_message(weft::status_t s) {
     }
     g->histos.fetch_add(1, std::memory_order_release);
   }
-  std::free(s.buf);
+  weft::put_upacket(s.buf);  // a packet, or a large message's malloc'd buffer
 }
 
 // Sends one message, progressing while Weft asks to retry; waits for a rendezvous send's
-// completion (the buffer is reused at once).
-void send(int rank, void* buf, size_t size, weft::tag_t tag, weft::comp_t done) {
+// completion (the buffer is reused at once). A packet (from get_upacket) is Weft's once
+// the post is accepted.
+void send(int rank, void* buf, size_t size, weft::tag_t tag, weft::comp_t done,
+          bool packet = false) {
   weft::status_t s;
-  while ((s = weft::post_am_x(rank, buf, size, done, g->rc).tag(tag)()).error.is_retry())
+  while ((s = weft::post_am_x(rank, buf, size, done, g->rc).tag(tag).buffer_is_packet(packet)())
+             .error.is_retry())
     weft::progress();
   if (s.error.is_posted()) weft::sync_wait(done, nullptr);
 }
 
-// One thread's aggregation buffers, one per destination rank.
+// A packet to fill, progressing until the pool has one.
+char* new_packet() {
+  void* p;
+  while (!(p = weft::get_upacket())) weft::progress();
+  return static_cast<char*>(p);
+}
+
+// One thread's aggregation buffers, one per destination rank: packets when a buffer fits
+// in one (filled in place and sent without a copy into Weft's own), else plain memory.
 struct sender {
   int phase = 0;
-  std::vector<std::vector<char>> bufs;
+  bool packets = g->o.buffer <= g->eager;
+  std::vector<std::vector<char>> mem;
+  std::vector<char*> bufs;
   std::vector<size_t> fill;
   weft::comp_t done = weft::alloc_sync();
-  sender() : bufs(size_t(g->n), std::vector<char>(g->o.buffer)), fill(size_t(g->n), batch_header) {}
-  ~sender() { weft::free_comp(&done); }
+  sender() : mem(size_t(g->n)), bufs(size_t(g->n)), fill(size_t(g->n), batch_header) {
+    for (int d = 0; d < g->n; ++d) {
+      if (d == g->me) continue;
+      if (packets) {
+        bufs[d] = new_packet();
+      } else {
+        mem[d].resize(g->o.buffer);
+        bufs[d] = mem[d].data();
+      }
+    }
+  }
+  ~sender() {
+    for (int d = 0; d < g->n; ++d)
+      if (packets && d != g->me) weft::put_upacket(bufs[d]);
+    weft::free_comp(&done);
+  }
 
   void flush(int dest) {
     if (fill[dest] == batch_header) return;
     const uint32_t ph = uint32_t(phase);
-    std::memcpy(bufs[dest].data(), &ph, 4);
-    send(dest, bufs[dest].data(), fill[dest], tag_batch, done);
+    std::memcpy(bufs[dest], &ph, 4);
+    send(dest, bufs[dest], fill[dest], tag_batch, done, packets);
+    if (packets) bufs[dest] = new_packet();
     g->sent_to[phase][dest].fetch_add(1, std::memory_order_relaxed);
     fill[dest] = batch_header;
   }
   void add(const mer_t& k, uint64_t h) {
     const int dest = owner(h, g->n);
     if (dest == g->me) return apply(phase, k, h);
-    put_key(bufs[dest].data() + fill[dest], k, g->kb);
+    put_key(bufs[dest] + fill[dest], k, g->kb);
     if ((fill[dest] += g->kb) + g->kb > g->o.buffer) flush(dest);
   }
 };
@@ -210,7 +239,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "weft-kmer: %s\n", e.what());
     return 2;
   }
-  weft::g_runtime_init();
+  // Packets as large as an aggregation buffer (up to 64 KiB), so that a full buffer is one
+  // eager message: the runtime's packet size follows --buffer.
+  size_t packet = 8192;
+  while (packet - 32 < j.o.buffer && packet < 65536) packet *= 2;
+  weft::g_runtime_init_x().packet_size(packet)();
+  j.eager = weft::get_g_runtime().get_attr_eager_size();
   j.me = weft::get_rank_me();
   j.n = weft::get_rank_n();
   if (j.n > 1024) {
@@ -224,7 +258,7 @@ int main(int argc, char** argv) {
   if (!j.o.exact)
     j.bloom = std::make_unique<bloom2>(j.o.bloom_bits ? j.o.bloom_bits : 2 * bases / size_t(j.n));
   weft::comp_t handler = weft::alloc_handler(on_message);
-  j.rc = weft::register_rcomp(handler);
+  j.rc = weft::register_rcomp_x(handler).packet_delivery(true)();
   weft::barrier();
   const auto t0 = std::chrono::steady_clock::now();
   int rc = 0;

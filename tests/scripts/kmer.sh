@@ -36,7 +36,26 @@ for k in 21 51; do
     read -r c1 b1 <"$work/b.histo"; read -r cj bj <"$work/j$k.histo"
     [ "$c1" = 1 ] && [ "$cj" = 1 ] && [ "$b1" -le "$bj" ] || fail "k=$k Bloom: count-1 bin $b1 above jellyfish's $bj"
   done
-  pass "k=$k: exact histograms equal jellyfish's on 1, 2 and 3 ranks; with the Bloom filter bins >= 2 equal, bin 1 $b1 <= $bj"
+  # Buffers of 64 KiB: above the largest packet, so every batch goes by rendezvous.
+  run_kmer 2 -k $k --exact --threads 2 --buffer 65536 --histo "$work/w.histo" "$work/r1.fq" "$work/r2.fq"
+  cmp -s "$work/w.histo" "$work/j$k.histo" || fail "k=$k --buffer 65536: histogram differs from jellyfish's"
+  pass "k=$k: exact histograms equal jellyfish's on 1, 2 and 3 ranks and with 64 KiB buffers; with the Bloom filter bins >= 2 equal, bin 1 $b1 <= $bj"
+  # The MPI baseline, each flavour and thread level, with a buffer above MPI's eager size too.
+  for flavour in mpich openmpi; do
+    exe=$build/apps/kmer/mpi-kmer-$flavour
+    [ -x "$exe" ] || continue
+    if [ $flavour = mpich ]; then launch="mpiexec.mpich -bind-to none"; else
+      launch="mpirun.openmpi --allow-run-as-root --oversubscribe --bind-to none"; fi
+    for mode in multiple funneled; do
+      for buf in 1024 65536; do
+        timeout 120 $launch -n 2 "$exe" --mpi $mode -k $k --exact --threads 2 --buffer $buf \
+          --histo "$work/m.histo" "$work/r1.fq" "$work/r2.fq" >"$out" 2>&1 || { cat "$out"; fail "mpi-kmer-$flavour --mpi $mode: exit status"; }
+        [ "$(grep -Ec "^rank [01]: mpi-kmer: [0-9]+ reads" "$out")" -eq 2 ] || { cat "$out"; fail "mpi-kmer-$flavour: a rank printed no line"; }
+        cmp -s "$work/m.histo" "$work/j$k.histo" || fail "mpi-kmer-$flavour --mpi $mode --buffer $buf k=$k: histogram differs from jellyfish's"
+      done
+    done
+    pass "k=$k: mpi-kmer-$flavour (MPI_THREAD_MULTIPLE and FUNNELED, 1 and 64 KiB buffers) equals jellyfish"
+  done
 done
 
 "$kmer" --help >"$out" 2>&1 || fail "--help: exit status $?"
