@@ -423,7 +423,7 @@ def write_doc(path, raw, commands, quick, threads, out, seconds):
             shutil.copy(p, dst)
             lines += ["![%s](img/%s)" % (os.path.basename(p)[:-4], os.path.basename(p)), ""]
     lines += ["## Commands", "", "Each round ran these once, in this order:", "", "```"] + commands + ["```", "", WORKLOADS, "",
-              TASKS, ""] + continuations()
+              TASKS, ""] + continuations() + kmer()
     with open(path, "w") as f:
         f.write("\n".join(lines))
 
@@ -452,6 +452,23 @@ def continuations():
         return []
     with open(path) as f:
         return ["## Continuations", "", CONT_INTRO, "", f.read().rstrip("\n"), ""]
+
+
+KMER_INTRO = ("The k-mer counting application ([kmer.md](kmer.md)): `weft-kmer` against its MPI baseline "
+              "(MPICH and Open MPI, `MPI_THREAD_MULTIPLE` and `MPI_THREAD_FUNNELED`) and jellyfish, from "
+              "`bench/kmer_bench.py` (its own script: the table below is `bench/results/kmer.md`, copied here "
+              "when this page is generated; what it says: [kmer.md](kmer.md#measured)).")
+
+
+def kmer():
+    """The k-mer counting section: bench/results/kmer.md, when bench/kmer_bench.py wrote it."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "kmer.md")
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return ["## k-mer counting", "", KMER_INTRO, "", f.read().rstrip("\n"), "",
+                "![k-mer counting throughput](img/kmer_throughput.png)", "",
+                "![aggregation buffer](img/kmer_buffer.png)", ""]
 
 
 WORKLOADS = (

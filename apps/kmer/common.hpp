@@ -40,6 +40,28 @@ inline void part_of(size_t size, int part, int nparts, size_t* begin, size_t* en
   *end = size * size_t(part + 1) / size_t(nparts);
 }
 
+// Reads part `part` of `nparts` of every input: on_kmer(key, hash) for each canonical
+// k-mer, idle() after every 64 reads (to serve what arrived); adds to *reads and *kmers.
+template <class OnKmer, class Idle>
+void read_share(const std::vector<std::unique_ptr<fastq_file>>& files, int part, int nparts, int k,
+                OnKmer&& on_kmer, Idle&& idle, uint64_t* reads, uint64_t* kmers) {
+  uint64_t since = 0;
+  for (const auto& f : files) {
+    size_t begin, end;
+    part_of(f->size(), part, nparts, &begin, &end);
+    *reads += f->for_each_read(begin, end, [&](const char* seq, size_t len) {
+      for_each_kmer(seq, len, k, [&](const mer_t& key) {
+        on_kmer(key, hash(key));
+        ++*kmers;
+      });
+      if (++since == 64) {
+        since = 0;
+        idle();
+      }
+    });
+  }
+}
+
 // The rank that counts a k-mer: high hash bits (the low ones pick table shards and filter
 // words on that rank).
 inline int owner(uint64_t h, int nranks) {

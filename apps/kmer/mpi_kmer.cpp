@@ -218,23 +218,16 @@ void team_wait(comm* c, int t) {
 }
 
 void produce(sender& out, int t) {
-  const int part = g->me * g->o.threads + t, nparts = g->n * g->o.threads;
-  uint64_t reads = 0, kmers = 0, since = 0;
-  for (const auto& f : g->files) {
-    size_t begin, end;
-    part_of(f->size(), part, nparts, &begin, &end);
-    reads += f->for_each_read(begin, end, [&](const char* seq, size_t len) {
-      for_each_kmer(seq, len, g->o.k, [&](const mer_t& k) {
-        out.add(k, hash(k));
-        ++kmers;
-      });
-      if (out.c && ++since == 64) {
-        since = 0;
+  uint64_t reads = 0, kmers = 0;
+  read_share(
+      g->files, g->me * g->o.threads + t, g->n * g->o.threads, g->o.k,
+      [&](const mer_t& k, uint64_t h) { out.add(k, h); },
+      [&] {
+        if (!out.c) return;
         out.c->serve();
         if (g->funneled) pump(*out.c);
-      }
-    });
-  }
+      },
+      &reads, &kmers);
   for (int d = 0; d < g->n; ++d) out.flush(d);
   if (out.phase == 1) {
     g->reads.fetch_add(reads);
