@@ -469,7 +469,14 @@ void device_impl::fail_peer(int rank) {
   for (uint32_t id = 0; id < rt.engine_count(); ++id) {
     matching_engine_impl* e = rt.engine(id);
     if (!e) continue;
-    for (match_entry* m : e->remove_recvs_from(rank)) fail(static_cast<request*>(m));
+    // Only the receives posted through this device: another device may still hold, undrained
+    // in its own queues, the message a receive of its waits for (a rank's last report on
+    // the default device, while a dedicated device saw it gone first: soak.shm_kill lost
+    // it). That device fails its receives when it sees the peer gone, after its drain.
+    auto mine = [](const match_entry* m, const void* dev) {
+      return static_cast<const request*>(m)->dev == dev;
+    };
+    for (match_entry* m : e->remove_recvs_from(rank, mine, this)) fail(static_cast<request*>(m));
   }
 }
 

@@ -54,7 +54,8 @@ match_entry* matching_engine_impl::take(const match_key& key, uint8_t policy, en
   return unlink_first(b, key, policy, want);
 }
 
-std::vector<match_entry*> matching_engine_impl::remove_recvs_from(int rank) {
+std::vector<match_entry*> matching_engine_impl::remove_recvs_from(
+    int rank, bool (*take)(const match_entry*, const void*), const void* ctx) {
   std::vector<match_entry*> out;
   for (size_t i = 0; i <= mask_; ++i) {
     bucket& b = buckets_[i];
@@ -62,7 +63,7 @@ std::vector<match_entry*> matching_engine_impl::remove_recvs_from(int rank) {
     match_entry* prev = nullptr;
     for (match_entry* e = b.head; e;) {
       match_entry* next = e->next;
-      if (e->type == entry_type::recv && e->rank == rank) {
+      if (e->type == entry_type::recv && e->rank == rank && (!take || take(e, ctx))) {
         (prev ? prev->next : b.head) = next;
         if (b.tail == e) b.tail = prev;
         e->next = nullptr;

@@ -49,8 +49,10 @@ class matching_engine_impl {
   // Removes the first entry satisfying pred among those with this key.
   template <typename Pred>
   match_entry* remove_if(const match_key& key, uint8_t policy, Pred&& pred);
-  // Removes every receive expecting `rank` (its sender died).
-  std::vector<match_entry*> remove_recvs_from(int rank);
+  // Removes every receive expecting `rank` (its sender died) that `take` accepts (all when
+  // take is null).
+  std::vector<match_entry*> remove_recvs_from(
+      int rank, bool (*take)(const match_entry*, const void*) = nullptr, const void* ctx = nullptr);
   size_t entries() const;
 
  private:
