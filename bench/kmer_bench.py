@@ -8,13 +8,20 @@ run's histogram is compared with jellyfish's (a mismatch stops the script). Thro
 input's k-mers over the whole command's wall time (launch, mapping, both passes, gathering),
 so that jellyfish, which is timed the same way, compares fairly. The input is generated once
 by kmer-gen-reads (its arguments are in the summary). Writes bench/results/kmer_raw.csv,
-bench/results/kmer.md and docs/img/kmer_*.png.
+bench/results/kmer.md and docs/img/kmer_*.png (--quick: under build/kmer-bench).
 
   bench/kmer_bench.py [--build build] [--rounds 3] [--bytes 256e6] [--k 21] [--quick]
+                      [--hosts A,B,C --enter SCRIPT --iface BRIDGE --subnet CIDR]
+
+With --hosts the ranks run one per host over tcp (bench/kmer_hosts.sh makes the three
+network-namespace hosts and passes these): weft-kmer over libfabric's tcp provider through
+hydra, mpi-kmer-mpich (UCX over tcp) through hydra, mpi-kmer-openmpi through mpirun; 3 ranks
+x 1 and 2 threads, no sweep; the outputs are named kmer_hosts*.
 """
 import argparse
 import csv
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -27,28 +34,48 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GEN = ["--genome", "20e6", "--length", "150", "--error", "0.01", "--n-rate", "0.0005", "--seed", "1"]
 
 
-def launch(system, ranks, build):
+TCP_ENV = {"FI_TCP_IFACE": "eth0", "UCX_NET_DEVICES": "eth0", "UCX_TLS": "tcp",
+           "WEFT_BACKEND": "ofi", "WEFT_OFI_PROVIDER": "tcp;ofi_rxm"}
+
+
+def launch(system, ranks, build, a):
+    """The command that runs `system` on `ranks` ranks, here or one per host (--hosts)."""
+    flavour = system.split()[0]
+    hydra = ["mpiexec.hydra", "-launcher", "ssh", "-launcher-exec", a.enter or "", "-iface",
+             a.iface or "", "-hosts", a.hosts or "", "-n", str(ranks)]
     if system == "weft":
-        return [os.path.join(build, "weftrun"), "--bind-to", "none", "-n", str(ranks),
-                os.path.join(build, "apps", "kmer", "weft-kmer")]
-    flavour, mode = system.split()[0], system.split()[1]
+        exe = os.path.join(build, "apps", "kmer", "weft-kmer")
+        return (hydra if a.hosts else [os.path.join(build, "weftrun"), "--bind-to", "none", "-n",
+                                       str(ranks)]) + [exe]
     exe = os.path.join(build, "apps", "kmer", "mpi-kmer-" + flavour)
     if flavour == "mpich":
-        cmd = ["mpiexec.mpich", "-bind-to", "none", "-n", str(ranks), exe]
+        cmd = hydra if a.hosts else ["mpiexec.mpich", "-bind-to", "none", "-n", str(ranks)]
     else:
-        cmd = ["mpirun.openmpi", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none",
-               "-n", str(ranks), exe]
-    return cmd + ["--mpi", mode]
+        cmd = ["mpirun.openmpi", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none"]
+        if a.hosts:
+            cmd += ["--mca", "plm_rsh_agent", a.enter, "--host", a.hosts, "--mca",
+                    "oob_tcp_if_include", a.subnet, "--mca", "btl_tcp_if_include", a.subnet]
+            cmd += [w for k in sorted(TCP_ENV) for w in ("-x", k)]
+        cmd += ["-n", str(ranks)]
+    return cmd + [exe, "--mpi", system.split()[1]]
 
 
-def timed(cmd):
+def timed(cmd, env=None, limit=1800):
+    """(seconds, stdout), or (None, output) when the run outlived `limit` (killed, whole group)."""
     t0 = time.time()
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=dict(os.environ, **(env or {})), start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=limit)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, err = p.communicate()
+        return None, out + err
     secs = time.time() - t0
-    if r.returncode != 0:
-        raise RuntimeError("%s failed (%d):\n%s%s" % (" ".join(cmd), r.returncode, r.stdout[-3000:],
-                                                      r.stderr[-3000:]))
-    return secs, r.stdout
+    if p.returncode != 0:
+        raise RuntimeError("%s failed (%d):\n%s%s" % (" ".join(cmd), p.returncode, out[-3000:],
+                                                      err[-3000:]))
+    return secs, out
 
 
 def kmers_of(stdout):
@@ -62,7 +89,17 @@ def main():
     ap.add_argument("--bytes", default="256e6")
     ap.add_argument("--k", type=int, default=21)
     ap.add_argument("--quick", action="store_true", help="one round, 32 MB, no sweep")
+    ap.add_argument("--run-timeout", type=float, default=600,
+                    help="seconds a run may take; one that outlives it is killed and reported hung")
+    ap.add_argument("--hosts", help="three host addresses A,B,C: one rank on each, over tcp")
+    ap.add_argument("--enter", help="--hosts: the command that runs a command on a host (as ssh)")
+    ap.add_argument("--iface", help="--hosts: hydra's interface towards the hosts")
+    ap.add_argument("--subnet", help="--hosts: the hosts' subnet (Open MPI's interface choice)")
     a = ap.parse_args()
+    name = "kmer_hosts" if a.hosts else "kmer"
+    # --quick is a smoke run: its outputs stay in the build tree, never over the recorded ones.
+    a.results = os.path.join(a.build, "kmer-bench") if a.quick else os.path.join(ROOT, "bench", "results")
+    a.img = os.path.join(a.build, "kmer-bench") if a.quick else os.path.join(ROOT, "docs", "img")
     if a.quick:
         a.rounds, a.bytes = 1, "32e6"
     work = os.path.join(a.build, "kmer-bench")
@@ -82,10 +119,10 @@ def main():
     systems = ["weft"] + ["%s %s" % (fl, m) for fl in ("mpich", "openmpi")
                           for m in ("multiple", "funneled")
                           if os.path.exists(os.path.join(a.build, "apps", "kmer", "mpi-kmer-" + fl))]
-    configs = [(1, 1), (1, 2), (2, 1), (2, 2)]
+    configs = [(3, 1), (3, 2)] if a.hosts else [(1, 1), (1, 2), (2, 1), (2, 2)]
     plan = [(r, s, ranks, th, 8192) for r in range(1, a.rounds + 1) for ranks, th in configs
             for s in systems + ["jellyfish"]]
-    if not a.quick:  # the buffer sweep, one round
+    if not a.quick and not a.hosts:  # the buffer sweep, one round
         plan += [(1, s, 2, 1, b * 1024) for b in (1, 2, 4, 8, 16, 32, 64) for s in systems]
     raw, start = [], time.time()
     for i, (r, system, ranks, th, buf) in enumerate(plan):
@@ -100,9 +137,17 @@ def main():
                              str(ranks * th), "-o", os.path.join(work, "jx.jf"), reads])
             kmers = total
         else:
-            secs, stdout = timed(launch(system, ranks, a.build) +
+            secs, stdout = timed(launch(system, ranks, a.build, a) +
                                  ["-k", str(a.k), "--exact", "--threads", str(th), "--buffer",
-                                  str(buf), "--histo", out, reads])
+                                  str(buf), "--histo", out, reads], TCP_ENV if a.hosts else None,
+                                 a.run_timeout)
+            if secs is None:  # hung: reported as such, the others go on
+                print("  hung: killed after %.0f s; its last output:\n%s" %
+                      (a.run_timeout, "\n".join(stdout.splitlines()[-5:])), flush=True)
+                raw.append({"round": r, "system": system, "ranks": ranks, "threads": th,
+                            "buffer": buf, "seconds": "", "kmers": "", "mkmers_per_s": "",
+                            "flag_us": flag})
+                continue
             kmers = kmers_of(stdout)
             total = total or kmers
             if open(out).read() != open(truth).read():
@@ -110,36 +155,47 @@ def main():
         raw.append({"round": r, "system": system, "ranks": ranks, "threads": th, "buffer": buf,
                     "seconds": round(secs, 3), "kmers": kmers, "mkmers_per_s": round(kmers / secs / 1e6, 3),
                     "flag_us": flag})
-    with open(os.path.join(ROOT, "bench", "results", "kmer_raw.csv"), "w", newline="") as f:
+    with open(os.path.join(a.results, name + "_raw.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(raw[0].keys()))
         w.writeheader()
         w.writerows(raw)
-    report(raw, a, time.time() - start)
+    report(raw, a, time.time() - start, name)
 
 
 def med(raw, **kw):
-    v = [x["mkmers_per_s"] for x in raw if all(x[k] == want for k, want in kw.items())]
+    """The median over the matching runs that finished; nan when none did (all hung)."""
+    v = [x["mkmers_per_s"] for x in raw
+         if all(x[k] == want for k, want in kw.items()) and x["mkmers_per_s"] != ""]
     return statistics.median(v) if v else float("nan")
 
 
-def report(raw, a, seconds):
+def hung(raw, **kw):
+    return sum(1 for x in raw if all(x[k] == want for k, want in kw.items()) and x["mkmers_per_s"] == "")
+
+
+def report(raw, a, seconds, name):
     systems = sorted({x["system"] for x in raw}, key=lambda s: (s != "weft", s == "jellyfish", s))
     configs = sorted({(x["ranks"], x["threads"]) for x in raw if x["buffer"] == 8192})
     flags = [x["flag_us"] for x in raw]
-    lines = ["Generated by `bench/kmer_bench.py --rounds %d --bytes %s --k %d` on %s in %.1f min; "
+    lines = ["Generated by `bench/kmer_bench.py --rounds %d --bytes %s --k %d%s` on %s in %.1f min; "
              "flag probe median %.3f us (range %.3f .. %.3f). Input: `kmer-gen-reads %s --bytes %s` "
              "(%d k-mers). Millions of k-mers per second (the input's k-mers over the command's wall "
              "time), medians over rounds, exact counting, every histogram equal to jellyfish's. "
-             "2 cores: 2 ranks x 2 threads oversubscribe them." %
-             (a.rounds, a.bytes, a.k, time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), seconds / 60,
+             "2 cores: more threads than 2 oversubscribe them." %
+             (a.rounds, a.bytes, a.k, " --hosts (3 namespace hosts over tcp)" if a.hosts else "",
+              time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), seconds / 60,
               statistics.median(flags), min(flags), max(flags), " ".join(GEN), a.bytes,
-              max(x["kmers"] or 0 for x in raw)), "",
+              max(x["kmers"] or 0 for x in raw)) + " A run that outlived the run timeout was killed "
+             "and is counted as hung (median over the others).", "",
              "| ranks x threads | " + " | ".join(systems) + " | Weft / best MPI | Weft / jellyfish |",
              "| --- " * (len(systems) + 3) + "|"]
     for ranks, th in configs:
         vals = {s: med(raw, system=s, ranks=ranks, threads=th, buffer=8192) for s in systems}
-        mpi = [v for s, v in vals.items() if s not in ("weft", "jellyfish")]
-        lines.append("| %d x %d | " % (ranks, th) + " | ".join("%.1f" % vals[s] for s in systems) +
+        mpi = [v for s, v in vals.items() if s not in ("weft", "jellyfish") and v == v]
+        cell = lambda s: "%.1f" % vals[s] + (" (%d hung)" % hung(raw, system=s, ranks=ranks, threads=th,
+                                                                    buffer=8192)
+                                              if hung(raw, system=s, ranks=ranks, threads=th, buffer=8192) else "")
+        lines.append("| %d x %d | " % (ranks, th) + " | ".join(cell(s) for s in systems) +
                      " | %.2f | %.2f |" % (vals["weft"] / max(mpi) if mpi else float("nan"),
                                            vals["weft"] / vals["jellyfish"]))
     sweep = sorted({x["buffer"] for x in raw if x["buffer"] != 8192 or x["round"] == 1})
@@ -151,7 +207,7 @@ def report(raw, a, seconds):
             lines.append("| %d | " % (b // 1024) + " | ".join(
                 "%.1f" % med(raw, system=s, ranks=2, threads=1, buffer=b, round=1) for s in ss) + " |")
     text = "\n".join(lines) + "\n"
-    with open(os.path.join(ROOT, "bench", "results", "kmer.md"), "w") as f:
+    with open(os.path.join(a.results, name + ".md"), "w") as f:
         f.write(text)
     print(text)
     try:
@@ -169,10 +225,10 @@ def report(raw, a, seconds):
     ax.set_xticklabels(["%d x %d" % c for c in configs])
     ax.set_xlabel("ranks x threads (2 cores)")
     ax.set_ylabel("million k-mers / s")
-    ax.set_title("k-mer counting, k = %d, exact" % a.k)
+    ax.set_title("k-mer counting, k = %d, exact%s" % (a.k, ", 3 hosts over tcp" if a.hosts else ""))
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(os.path.join(ROOT, "docs", "img", "kmer_throughput.png"), dpi=110)
+    fig.savefig(os.path.join(a.img, name + "_throughput.png"), dpi=110)
     if len(sweep) > 1:
         fig, ax = plt.subplots(figsize=(7, 4.2))
         for s in [s for s in systems if s != "jellyfish"]:
@@ -185,7 +241,7 @@ def report(raw, a, seconds):
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7)
         fig.tight_layout()
-        fig.savefig(os.path.join(ROOT, "docs", "img", "kmer_buffer.png"), dpi=110)
+        fig.savefig(os.path.join(a.img, "kmer_buffer.png"), dpi=110)
 
 
 if __name__ == "__main__":

@@ -347,6 +347,10 @@ int main(int argc, char** argv) {
       "%.3g k-mers/s\n",
       j.me, (unsigned long long)j.reads.load(), (unsigned long long)j.kmers.load(),
       j.table->distinct(), secs, double(j.kmers.load()) / secs);
+  // Every rank done before any finalizes: MPICH over UCX's tcp otherwise waits in finalize,
+  // forever, for an acknowledgement a peer already past its own finalize no longer sends
+  // (as bench/taskbench.cpp found; kmer_hosts.sh hung there).
+  MPI_Barrier(MPI_COMM_WORLD);
   MPI_Finalize();
   return rc;
 }
