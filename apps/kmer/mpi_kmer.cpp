@@ -49,11 +49,9 @@ struct job {
 };
 job* g;
 
+// Phase 0 fills the filter, phase 1 counts (table.hpp).
 void apply(int phase, const mer_t& k, uint64_t h) {
-  if (phase == 0)
-    g->bloom->insert(k, h);
-  else if (g->o.exact || g->bloom->repeated(k, h))
-    g->table->add(k, h);
+  kmer::apply(phase, g->o.exact, g->bloom.get(), g->table.get(), k, h);
 }
 
 void handle_batch(const char* p, size_t size) {

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "bloom.hpp"
 #include "kmer.hpp"
 
 namespace kmer {
@@ -84,6 +85,16 @@ class count_table {
 
   std::vector<shard> shards_;
 };
+
+// One k-mer at its owner: pass 0 fills the filter; pass 1 counts it (every one with
+// `exact`, else only those the filter saw repeated).
+inline void apply(int pass, bool exact, bloom2* bloom, count_table* table, const mer_t& k,
+                  uint64_t h) {
+  if (pass == 0)
+    bloom->insert(k, h);
+  else if (exact || bloom->repeated(k, h))
+    table->add(k, h);
+}
 
 }  // namespace kmer
 

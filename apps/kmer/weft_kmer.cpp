@@ -46,12 +46,9 @@ struct job {
 };
 job* g;
 
-// Phase 0 fills the filter, phase 1 counts.
+// Phase 0 fills the filter, phase 1 counts (table.hpp).
 void apply(int phase, const mer_t& k, uint64_t h) {
-  if (phase == 0)
-    g->bloom->insert(k, h);
-  else if (g->o.exact || g->bloom->repeated(k, h))
-    g->table->add(k, h);
+  kmer::apply(phase, g->o.exact, g->bloom.get(), g->table.get(), k, h);
 }
 
 // Every arriving active message, on the thread whose progress call delivered it.
