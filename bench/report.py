@@ -445,13 +445,19 @@ CONT_INTRO = ("Per-operation cost of continuations ([continuations.md](continuat
               "operation.")
 
 
-def continuations():
-    """The Continuations section: bench/results/cont.md, when bench/cont_bench.py wrote it."""
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "cont.md")
+def recorded(title, intro, name, extra=()):
+    """A section from a script of its own: bench/results/<name>.md under `title`, when that
+    script wrote it, then `extra` lines (its plots)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", name + ".md")
     if not os.path.exists(path):
         return []
     with open(path) as f:
-        return ["## Continuations", "", CONT_INTRO, "", f.read().rstrip("\n"), ""]
+        return ["## " + title, "", intro, "", f.read().rstrip("\n"), ""] + list(extra)
+
+
+def continuations():
+    """The Continuations section: bench/results/cont.md, when bench/cont_bench.py wrote it."""
+    return recorded("Continuations", CONT_INTRO, "cont")
 
 
 KMER_INTRO = ("The k-mer counting application ([kmer.md](kmer.md)): `weft-kmer` against its MPI baseline "
@@ -462,13 +468,9 @@ KMER_INTRO = ("The k-mer counting application ([kmer.md](kmer.md)): `weft-kmer` 
 
 def kmer():
     """The k-mer counting section: bench/results/kmer.md, when bench/kmer_bench.py wrote it."""
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "kmer.md")
-    if not os.path.exists(path):
-        return []
-    with open(path) as f:
-        return ["## k-mer counting", "", KMER_INTRO, "", f.read().rstrip("\n"), "",
-                "![k-mer counting throughput](img/kmer_throughput.png)", "",
-                "![aggregation buffer](img/kmer_buffer.png)", ""]
+    return recorded("k-mer counting", KMER_INTRO, "kmer",
+                    ["![k-mer counting throughput](img/kmer_throughput.png)", "",
+                     "![aggregation buffer](img/kmer_buffer.png)", ""])
 
 
 WORKLOADS = (

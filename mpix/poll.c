@@ -46,7 +46,10 @@ int mpix_registry_add(mpix_cr* cr) {
 static void release(mpix_cr* cr) {
   pthread_mutex_lock(&registry_lock);
   for (int i = 0; i < nregistry; ++i)
-    if (registry[i] == cr) registry[i] = registry[--nregistry];
+    if (registry[i] == cr) {
+      registry[i] = registry[--nregistry];
+      break;
+    }
   mpix_map_del(&crs, cr->handle);
   atomic_fetch_sub(&mpix_ncr, 1);
   atomic_fetch_sub(&mpix_nrun, 1); /* a freed request counts there */
