@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "cont/cont.hpp"
 
+#include <chrono>
 #include <new>
 #include <string>
+#include <thread>
 
 #include "core/hooks.hpp"
 #include "util/fail.hpp"
@@ -55,10 +57,32 @@ void cont_impl::arrive(const status_t& s, bool counted) {
         static_cast<status_t*>(body_.statuses)[i] = s;
     }
   }
-  const uint64_t before = count_.fetch_add(one_signal, std::memory_order_acq_rel);
-  // After the count: arm_cont reads `pending` first, so no operation escapes both counts.
+  // `pending` drops before the count: once the count is in, the last signaller may run and
+  // recycle this continuation, so nothing here may touch it after its own fetch_add. arm
+  // waits out the short window in which an operation is in neither count.
   if (counted) pending.fetch_sub(1, std::memory_order_release);
+  const uint64_t before = count_.fetch_add(one_signal, std::memory_order_acq_rel);
   if ((before & 0xffffffffu) == 1) cr_->on_ready(this);
+}
+
+size_t cont_impl::posted_at_least(size_t n) const {
+  // Posted with it = signalled + still pending. An operation between its pending decrement
+  // and its signal is in neither (arrive's order keeps the object alive), so a short count
+  // is re-read for up to a second, yielding, before it is believed: only a wrong program or
+  // a signaller preempted in that window gets here, and the second covers the latter.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  size_t seen = 0;
+  for (int tries = 0;; ++tries) {
+    const int64_t p = pending.load(std::memory_order_acquire);
+    seen = arrived() + size_t(p > 0 ? p : 0);
+    if (n <= seen) return seen;
+    if (tries < 4096) {
+      util::cpu_relax();
+    } else {
+      if (std::chrono::steady_clock::now() > deadline) return seen;
+      std::this_thread::yield();
+    }
+  }
 }
 
 [[noreturn, gnu::cold]] void cont_impl::refuse(size_t n, const char* why, size_t than) const {
@@ -74,16 +98,7 @@ error_t cont_impl::arm(size_t n) {
   if (body_.statuses && n > body_.capacity)
     refuse(n, "more than the capacity of its statuses array,", body_.capacity);
   if (n >= unarmed) refuse(n, "more operations than a continuation counts, at most", unarmed - 1);
-  // Posted with it = signalled + still pending. An operation between its signal and its
-  // pending decrement is counted twice, never missed (arrive's order); a core path that
-  // decrements first is given a moment to signal before the count is refused.
-  size_t seen = 0;
-  for (int tries = 0; tries < 4096; ++tries) {
-    const int64_t p = pending.load(std::memory_order_acquire);
-    seen = arrived() + size_t(p > 0 ? p : 0);
-    if (n <= seen) break;
-    util::cpu_relax();
-  }
+  const size_t seen = posted_at_least(n);
   if (n > seen) refuse(n, "more than the operations posted with it:", seen);
   if (n < arrived()) refuse(n, "fewer than the operations that already signalled it:", arrived());
   // Refused above, it stays unarmed: the program may arm it again with the right count.

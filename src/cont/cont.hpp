@@ -72,6 +72,7 @@ class cont_impl final : public comp_impl {
   cont_request_impl* const cr_;
   const cont_body body_;
   size_t arrived() const { return size_t(count_.load(std::memory_order_acquire) >> 32); }
+  size_t posted_at_least(size_t n) const;  // signalled + pending, waiting out a signaller
   [[noreturn, gnu::cold]] void refuse(size_t n, const char* why, size_t than) const;
 
   size_t n_ = 0;  // armed count, written before `count_` is released

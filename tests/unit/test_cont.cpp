@@ -356,10 +356,19 @@ void count_run(weft::status_t*, size_t, void* data) {
   static_cast<std::atomic<int>*>(data)->fetch_add(1);
 }
 
+// The buffers of one attaching thread: they outlive its operations, and what arrived is
+// checked only once the request is idle (every continuation ran).
+struct attach_buffers {
+  std::vector<uint64_t> in, out;
+  explicit attach_buffers(int n) : in(size_t(n), 0), out(size_t(n), 7) {}
+  void expect_arrived() const {
+    for (size_t i = 0; i < in.size(); ++i) EXPECT_EQ(in[i], 7u) << i;
+  }
+};
+
 void attach_many(weft::comp_t cr, int thread, int per_thread, std::vector<std::atomic<int>>& runs,
-                 std::atomic<int>& immediate) {
-  std::vector<uint64_t> in(static_cast<size_t>(per_thread), 0),
-      out(static_cast<size_t>(per_thread), 7);
+                 std::atomic<int>& immediate, attach_buffers& b) {
+  std::vector<uint64_t>&in = b.in, &out = b.out;
   const int group = 4;
   for (int i = 0; i < per_thread; i += group) {
     weft::comp_t c = weft::alloc_cont_x(cr, count_run, &runs[size_t(i)])();
@@ -389,7 +398,6 @@ void attach_many(weft::comp_t cr, int thread, int per_thread, std::vector<std::a
     }
     weft::progress();
   }
-  for (int i = 0; i < per_thread; ++i) EXPECT_EQ(in[size_t(i)], 7u);
 }
 
 TEST_F(Cont, ManyThreadsAttachEveryCallbackOnce) {
@@ -398,15 +406,17 @@ TEST_F(Cont, ManyThreadsAttachEveryCallbackOnce) {
   std::vector<std::vector<std::atomic<int>>> runs(threads);
   for (auto& v : runs) v = std::vector<std::atomic<int>>(per_thread);
   std::atomic<int> immediate{0}, attached{0};
+  std::vector<attach_buffers> bufs(threads, attach_buffers(per_thread));
   std::vector<std::thread> ts;
   for (int t = 0; t < threads; ++t)
     ts.emplace_back([&, t] {
-      attach_many(cr, t, per_thread, runs[size_t(t)], immediate);
+      attach_many(cr, t, per_thread, runs[size_t(t)], immediate, bufs[size_t(t)]);
       attached.fetch_add(1);
     });
   while (attached < threads || !weft::cont_request_test(cr)) {
   }
   for (auto& t : ts) t.join();
+  for (auto& b : bufs) b.expect_arrived();
   int total = 0;
   for (auto& v : runs)
     for (int i = 0; i < per_thread; i += 4) {
@@ -423,11 +433,13 @@ TEST_F(Cont, TwoRequestsTwoTesters) {
   std::vector<std::vector<std::atomic<int>>> runs(2);
   for (auto& v : runs) v = std::vector<std::atomic<int>>(per_thread);
   std::atomic<int> immediate{0};
+  std::vector<attach_buffers> bufs(2, attach_buffers(per_thread));
   std::vector<std::thread> ts;
   for (int t = 0; t < 2; ++t)
     ts.emplace_back([&, t] {
-      attach_many(crs[t], t, per_thread, runs[size_t(t)], immediate);
+      attach_many(crs[t], t, per_thread, runs[size_t(t)], immediate, bufs[size_t(t)]);
       weft::cont_request_wait(crs[t]);
+      bufs[size_t(t)].expect_arrived();
     });
   for (auto& t : ts) t.join();
   for (auto& v : runs)
