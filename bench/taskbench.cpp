@@ -23,10 +23,7 @@
 #include <vector>
 
 #include "engine/exec/executor.hpp"
-#include "weft/engine.h"
-#ifdef TASKBENCH_MPI
-#include "weft/engine_mpi.h"
-#endif
+#include "engine/exec/open.hpp"
 
 namespace {
 
@@ -239,32 +236,6 @@ config parse(int argc, char** argv) {
   return c;
 }
 
-weft_engine_t make_engine(const config& c, int& argc, char**& argv) {
-  weft_engine_t e = nullptr;
-  int rc = WEFT_ERR_USAGE;
-  if (c.engine == "weft") {
-    if (weft_g_runtime_init() != WEFT_OK) return nullptr;
-    rc = weft_engine_alloc(nullptr, &e);
-  } else if (c.engine == "mpi") {
-#ifdef TASKBENCH_MPI
-    int provided = 0;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-    rc = weft_engine_alloc_mpi(MPI_COMM_WORLD, nullptr, &e);
-#else
-    (void)argc, (void)argv;
-    std::fprintf(stderr,
-                 "taskbench: this build has no MPI engine (use taskbench_mpich or _openmpi)\n");
-#endif
-  } else {
-    std::fprintf(stderr, "taskbench: --engine %s: weft or mpi\n", c.engine.c_str());
-  }
-  if (rc != WEFT_OK) {
-    std::fprintf(stderr, "taskbench: %s\n", weft_last_error());
-    return nullptr;
-  }
-  return e;
-}
-
 double percentile(std::vector<double>& v, double q) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -275,7 +246,7 @@ double percentile(std::vector<double>& v, double q) {
 
 int main(int argc, char** argv) {
   const config c = parse(argc, argv);
-  weft_engine_t e = make_engine(c, argc, argv);
+  weft_engine_t e = weft::exec::open_engine(c.engine, "taskbench", argc, argv);
   if (!e) return 1;
   const int me = weft_engine_rank_me(e), n = weft_engine_rank_n(e);
   weft::exec::options o;
@@ -352,20 +323,7 @@ int main(int argc, char** argv) {
     }
   }
   x.reset();
-  if (weft_engine_free(&e) != WEFT_OK) {
-    std::fprintf(stderr, "rank %d: taskbench: %s\n", me, weft_last_error());
-    status = 1;
-  }
-#ifdef TASKBENCH_MPI
-  // Every transfer finished on both sides before finalize: MPICH over UCX's tcp otherwise
-  // waits in finalize for a rendezvous acknowledgement the peer, already past its own
-  // finalize's first steps, no longer sends.
-  if (c.engine == "mpi") {
-    MPI_Barrier(MPI_COMM_WORLD);
-    MPI_Finalize();
-  }
-#endif
-  if (c.engine == "weft") weft_g_runtime_fina();
+  if (!weft::exec::close_engine(e, c.engine, "taskbench", me)) status = 1;
   if (status == 0) std::printf("rank %d: taskbench: all %zu sizes checked\n", me, c.sizes.size());
   return status;
 }

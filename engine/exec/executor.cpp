@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
@@ -198,7 +199,15 @@ void executor::satisfy(task_key s, const flow_ref& f, const std::shared_ptr<data
   {
     std::lock_guard<std::mutex> hold(lock_);
     auto it = waiting_.find(s);
-    if (it == waiting_.end()) throw std::runtime_error("weft::exec: a flow for a task not waiting");
+    if (it == waiting_.end()) {
+      char what[128];
+      std::snprintf(what, sizeof what,
+                    "weft::exec: task %#llx's output %u goes to task %#llx, which is not waiting "
+                    "(already run, or not one of this rank's tasks)",
+                    static_cast<unsigned long long>(f.task), f.output,
+                    static_cast<unsigned long long>(s));
+      throw std::runtime_error(what);
+    }
     waiting& w = *it->second;
     w.take(f, d);
     ready = w.missing == 0;
@@ -261,6 +270,7 @@ void executor::complete(task_key t, std::vector<std::shared_ptr<data>>& outs) {
   thread_local std::vector<int> ranks;
   for (uint32_t o = 0; o < outs.size(); ++o) {
     const std::shared_ptr<data>& d = outs[o];
+    succ.clear();  // a graph appends
     g().successors(t, o, succ);
     ranks.clear();
     for (task_key s : succ) {
@@ -296,6 +306,7 @@ int executor::on_activate(weft_engine_t, weft_engine_tag_t, void* msg, size_t, i
   activate_msg m;
   std::memcpy(&m, msg, sizeof(m));
   thread_local std::vector<task_key> succ;
+  succ.clear();
   x->g().successors(m.task, m.output, succ);
   int prio = INT32_MIN;
   for (task_key s : succ)
@@ -399,6 +410,7 @@ int executor::on_data(weft_engine_t, weft_engine_tag_t, void* msg, size_t, int, 
     if (x->o_.record_latency) x->stats_.flow_latency_us.push_back((now_s() - d->sent_at) * 1e6);
   }
   thread_local std::vector<task_key> succ;
+  succ.clear();
   x->g().successors(d->key.task, d->key.output, succ);
   for (task_key s : succ)
     if (x->g().rank_of(s) == x->me_) x->satisfy(s, d->key, d);

@@ -53,7 +53,7 @@ class graph {
   virtual uint32_t noutputs(task_key t) const = 0;
   // Bytes of an output (0: a control flow, no data).
   virtual size_t output_size(task_key t, uint32_t output) const = 0;
-  // The tasks that take (t, output) as an input.
+  // The tasks that take (t, output) as an input, appended to `out`.
   virtual void successors(task_key t, uint32_t output, std::vector<task_key>& out) const = 0;
   // Runs the task on a worker thread: inputs as inputs() listed them, outputs allocated by
   // the executor (output_size bytes each).

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
+# weft-cholesky (N = 2048, b = 128): the relative residual ||A - L L^T||_F / ||A||_F below
+# 1e-12 on the Weft engine (2 and 3 ranks, 1 and 2 worker threads, two grids), on the MPI
+# engine under MPICH and Open MPI, and for the ScaLAPACK baseline; then --help and bad input
+# (an indefinite matrix on both engines, N not a multiple of b, a grid that does not match).
+set -u
+weftrun=$1 src=$3 build=$4
+. "$(dirname "$0")/common.sh"
+dir=$build/apps/cholesky
+[ -x "$dir/weft-cholesky" ] || fail "no $dir/weft-cholesky (libopenblas-dev, liblapacke-dev)"
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+out=$work/out
+export OPENBLAS_NUM_THREADS=1
+
+# The job's status, every rank's own line, and rank 0's figures and residual.
+check_run() {  # name, ranks, command...
+  local name=$1 n=$2 r; shift 2
+  timeout 120 "$@" >"$out" 2>&1 </dev/null || { cat "$out"; fail "$*: exit status $?"; }
+  for r in $(seq 0 $((n - 1))); do
+    grep -Eq "^rank $r: $name: ok$" "$out" || { cat "$out"; fail "rank $r printed no line: $*"; }
+  done
+  grep -Eq "^gflops [0-9.]+$" "$out" || { cat "$out"; fail "no GFLOP/s line: $*"; }
+  local res
+  res=$(sed -n 's/^residual \([0-9.e+-]*\)$/\1/p' "$out")
+  [ -n "$res" ] || { cat "$out"; fail "no residual line: $*"; }
+  awk -v r="$res" 'BEGIN { exit !(r > 0 && r < 1e-12) }' || fail "residual $res not in (0, 1e-12): $*"
+  echo "$res"
+}
+
+for conf in "2 1 1x2" "2 2 2x1" "3 2 1x3"; do
+  set -- $conf
+  res=$(check_run weft-cholesky "$1" "$weftrun" --bind-to none -n "$1" "$dir/weft-cholesky" -n 2048 -b 128 --threads "$2" --grid "$3") || exit 1
+  pass "weft engine, $1 ranks, $2 threads, grid $3: residual $res"
+done
+for flavour in mpich openmpi; do
+  if [ $flavour = mpich ]; then launch="mpiexec.mpich -bind-to none"; else
+    launch="mpirun.openmpi --allow-run-as-root --oversubscribe --bind-to none"; fi
+  exe=$dir/weft-cholesky-$flavour
+  [ -x "$exe" ] || fail "no $exe"
+  res=$(check_run weft-cholesky 2 $launch -n 2 "$exe" -n 2048 -b 128 --engine mpi) || exit 1
+  pass "MPI engine on $flavour, 2 ranks: residual $res"
+  exe=$dir/scalapack-cholesky-$flavour
+  [ -x "$exe" ] || fail "no $exe (libscalapack-$flavour-dev)"
+  res=$(check_run scalapack-cholesky 2 $launch -n 2 "$exe" -n 2048 -b 128) || exit 1
+  pass "ScaLAPACK pdpotrf on $flavour, 2 ranks: residual $res"
+done
+
+"$dir/weft-cholesky" --help >"$out" 2>&1 || fail "--help: exit status $?"
+grep -q "usage: weft-cholesky -n N -b B" "$out" || fail "--help printed no usage"
+expect_error "not positive definite: its leading minor of order 1025 is not positive" \
+  "$weftrun" -n 2 "$dir/weft-cholesky" -n 2048 -b 128 --matrix indefinite
+expect_error "not positive definite: its leading minor of order 1025" \
+  mpiexec.mpich -n 2 "$dir/weft-cholesky-mpich" -n 2048 -b 128 --engine mpi --matrix indefinite
+expect_error "not positive definite: pdpotrf info 1025" \
+  mpiexec.mpich -n 2 "$dir/scalapack-cholesky-mpich" -n 2048 -b 128 --matrix indefinite
+expect_error "weft-cholesky: -n 2000: not a multiple of the block size 128" \
+  "$weftrun" -n 2 "$dir/weft-cholesky" -n 2000 -b 128
+expect_error "weft-cholesky: --grid 2x2: 4 processes, but 2 ranks are running" \
+  "$weftrun" -n 2 "$dir/weft-cholesky" -n 512 -b 128 --grid 2x2
+expect_error "weft-cholesky: --engine mpi: this build has no MPI engine" \
+  "$weftrun" -n 1 "$dir/weft-cholesky" -n 512 -b 128 --engine mpi
+expect_error "weft-cholesky: --grid 2y2: PxQ with P, Q >= 1" "$dir/weft-cholesky" --grid 2y2
+pass "--help, and clear errors for an indefinite matrix (both engines, ScaLAPACK), N not a multiple of b, a grid that does not match the ranks, an engine not built in, a malformed grid"
