@@ -423,7 +423,7 @@ def write_doc(path, raw, commands, quick, threads, out, seconds):
             shutil.copy(p, dst)
             lines += ["![%s](img/%s)" % (os.path.basename(p)[:-4], os.path.basename(p)), ""]
     lines += ["## Commands", "", "Each round ran these once, in this order:", "", "```"] + commands + ["```", "", WORKLOADS, "",
-              TASKS, ""] + continuations() + kmer()
+              TASKS, ""] + continuations() + kmer() + cholesky()
     with open(path, "w") as f:
         f.write("\n".join(lines))
 
@@ -472,6 +472,18 @@ def kmer():
                     ["![k-mer counting throughput](img/kmer_throughput.png)", "",
                      "![aggregation buffer](img/kmer_buffer.png)", ""])
 
+
+
+CHOLESKY_INTRO = ("The tiled Cholesky ([cholesky.md](cholesky.md)): `weft-cholesky` over the Weft engine and the MPI "
+                  "engine (MPICH, Open MPI) against ScaLAPACK's `pdpotrf`, against tile size, from "
+                  "`bench/cholesky_bench.py` (its own script: the table below is `bench/results/cholesky.md`, "
+                  "copied here when this page is generated; what it says: [cholesky.md](cholesky.md#measured)).")
+
+
+def cholesky():
+    """The Cholesky section: bench/results/cholesky.md, when bench/cholesky_bench.py wrote it."""
+    return recorded("Tiled Cholesky", CHOLESKY_INTRO, "cholesky",
+                    ["![Cholesky GFLOP/s against tile size](img/cholesky_gflops.png)", ""])
 
 WORKLOADS = (
     "Workloads (`bench/bench_main.cpp`, the same code for Weft, MPICH and Open MPI): latency is an 8-byte ping-pong "

@@ -75,3 +75,21 @@ for flavour in mpich openmpi; do
     { cat "$work/mx.log"; fail "find_package(weft-mpix) consumer ($flavour): exit status $rc"; }
   pass "MPIX_Continue for $flavour: header, library, pkg-config file and CMake package installed; built through pkg-config and through find_package, its test passes both ways"
 done
+
+# The installed Cholesky programs run from the installed tree: weft-cholesky under the
+# installed weftrun, weft-cholesky-mpich on the MPI engine through its $ORIGIN/../lib path.
+if [ -x "$build/apps/cholesky/weft-cholesky" ]; then
+  "$prefix/bin/weftrun" -n 2 env LD_LIBRARY_PATH="$prefix/lib" OPENBLAS_NUM_THREADS=1 \
+    "$prefix/bin/weft-cholesky" -n 512 -b 128 >"$work/chol.log" 2>&1; rc=$?
+  [ $rc -eq 0 ] && grep -q "^rank 0: weft-cholesky: ok" "$work/chol.log" && grep -q "^rank 1: weft-cholesky: ok" "$work/chol.log" ||
+    { cat "$work/chol.log"; fail "installed weft-cholesky: exit status $rc"; }
+  if [ -x "$build/apps/cholesky/weft-cholesky-mpich" ]; then
+    timeout 100 mpiexec.mpich -n 2 env OPENBLAS_NUM_THREADS=1 "$prefix/bin/weft-cholesky-mpich" -n 512 -b 128 \
+      --engine mpi >"$work/chol.log" 2>&1; rc=$?
+    [ $rc -eq 0 ] && grep -q "^rank 0: weft-cholesky: ok" "$work/chol.log" && grep -q "^rank 1: weft-cholesky: ok" "$work/chol.log" ||
+      { cat "$work/chol.log"; fail "installed weft-cholesky-mpich: exit status $rc"; }
+    ldd "$prefix/bin/weft-cholesky-mpich" | grep -q "$prefix/bin/../lib/libweft-engine-mpi-mpich.so" ||
+      { ldd "$prefix/bin/weft-cholesky-mpich"; fail "installed weft-cholesky-mpich does not use the installed MPI engine"; }
+  fi
+  pass "installed weft-cholesky runs on the Weft engine, weft-cholesky-mpich on the installed MPI engine"
+fi

@@ -1,0 +1,270 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
+"""The tiled Cholesky against tile size (docs/cholesky.md): weft-cholesky over the Weft
+engine (with and without its progress and communication threads) and over the MPI engine
+(MPICH and Open MPI, with and without its communication thread), and ScaLAPACK's pdpotrf
+(MPICH and Open MPI builds), each on every grid of the ranks and every tile / block size
+from large to small, interleaved rounds each after the flag probe. One BLAS thread per rank
+for everyone (OPENBLAS_NUM_THREADS=1, one worker). A run factorizes --reps times and reports
+the median; the residual is checked by the test suite (script.cholesky), not here. The
+ceiling is the Weft program on one rank (no flows) times the cores the ranks have. Writes
+bench/results/cholesky_raw.csv, bench/results/cholesky.md and docs/img/cholesky_*.png
+(--quick: under build/cholesky-bench).
+
+  bench/cholesky_bench.py [--build build] [--rounds 3] [--n 4096] [--tiles 512,256,128,64]
+                          [--reps 3] [--quick]
+                          [--hosts A,B,C --enter SCRIPT --iface BRIDGE --subnet CIDR]
+
+With --hosts the ranks run one per host over tcp (bench/cholesky_hosts.sh makes the three
+network-namespace hosts and passes these): the Weft engine over libfabric's tcp provider and
+MPICH (UCX over tcp) through hydra; Open MPI is left out there (its orted crashes in hwloc
+inside the namespaces). The outputs are named cholesky_hosts*.
+"""
+import argparse
+import csv
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cont_bench import results  # noqa: E402  (the flag probe's runner)
+from kmer_bench import TCP_ENV, timed  # noqa: E402  (tcp settings; a run killed when hung)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+NO_THREADS = {"WEFT_ENGINE_PROGRESS_THREAD": "0", "WEFT_ENGINE_COMM_THREAD": "0"}
+# system -> (program, engine argument, environment)
+SYSTEMS = {
+    "weft-engine threads": ("weft-cholesky", "weft", {}),
+    "weft-engine no threads": ("weft-cholesky", "weft", NO_THREADS),
+    "mpi-engine mpich thread": ("weft-cholesky-mpich", "mpi", {}),
+    "mpi-engine mpich no thread": ("weft-cholesky-mpich", "mpi", NO_THREADS),
+    "mpi-engine openmpi thread": ("weft-cholesky-openmpi", "mpi", {}),
+    "mpi-engine openmpi no thread": ("weft-cholesky-openmpi", "mpi", NO_THREADS),
+    "scalapack mpich": ("scalapack-cholesky-mpich", None, {}),
+    "scalapack openmpi": ("scalapack-cholesky-openmpi", None, {}),
+}
+FAMILY = {"weft": "Weft engine", "mpi-engine": "MPI engine", "scalapack": "ScaLAPACK"}
+
+
+def family(system):
+    return FAMILY[system.split()[0].split("-")[0] if system.startswith("weft") else system.split()[0]]
+
+
+def launch(system, ranks, a):
+    program, engine, _ = SYSTEMS[system]
+    exe = os.path.join(a.build, "apps", "cholesky", program)
+    hydra = ["mpiexec.hydra", "-launcher", "ssh", "-launcher-exec", a.enter or "", "-iface",
+             a.iface or "", "-hosts", a.hosts or "", "-n", str(ranks)]
+    if "openmpi" in system:
+        cmd = ["mpirun.openmpi", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none",
+               "-n", str(ranks)]
+    elif a.hosts:
+        cmd = hydra
+    elif engine == "weft":
+        cmd = [os.path.join(a.build, "weftrun"), "--bind-to", "none", "-n", str(ranks)]
+    else:
+        cmd = ["mpiexec.mpich", "-bind-to", "none", "-n", str(ranks)]
+    return cmd + [exe] + (["--engine", engine] if engine else [])
+
+
+def grids(ranks):
+    return ["%dx%d" % (p, ranks // p) for p in range(1, ranks + 1) if ranks % p == 0]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--n", type=int, default=4096)
+    ap.add_argument("--tiles", default="512,256,128,64")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="one round, N = 2048, two tile sizes")
+    ap.add_argument("--run-timeout", type=float, default=300)
+    ap.add_argument("--hosts", help="three host addresses A,B,C: one rank on each, over tcp")
+    ap.add_argument("--enter", help="--hosts: the command that runs a command on a host (as ssh)")
+    ap.add_argument("--iface", help="--hosts: hydra's interface towards the hosts")
+    ap.add_argument("--subnet", help="--hosts: the hosts' subnet")
+    a = ap.parse_args()
+    name = "cholesky_hosts" if a.hosts else "cholesky"
+    out_dir = os.path.join(a.build, "cholesky-bench")
+    os.makedirs(out_dir, exist_ok=True)
+    a.results = out_dir if a.quick else os.path.join(ROOT, "bench", "results")
+    a.img = out_dir if a.quick else os.path.join(ROOT, "docs", "img")
+    if a.quick:
+        a.rounds, a.n, a.tiles = 1, 2048, "256,128"
+    ranks = 3 if a.hosts else 2
+    tiles = [int(t) for t in a.tiles.split(",")]
+    systems = [s for s in SYSTEMS
+               if os.path.exists(os.path.join(a.build, "apps", "cholesky", SYSTEMS[s][0]))
+               and not (a.hosts and "openmpi" in s)]
+    # "one rank": the Weft engine's program on a single rank (no flows), whose GFLOP/s times
+    # the cores the ranks have is the ceiling a perfect engine would reach.
+    plan = [(r, s, g, b) for r in range(1, a.rounds + 1) for b in tiles
+            for s, g in [(s, g) for g in grids(ranks) for s in systems] +
+            ([] if a.hosts else [("one rank", "1x1")])]
+    raw, start = [], time.time()
+    for i, (r, system, grid, b) in enumerate(plan):
+        flag = float(results([os.path.join(a.build, "bench", "weft-probe"), "flag", "--trials",
+                              "1"])[0]["value"])
+        print("[%d/%d] round %d %-28s grid %s b %4d (flag probe %.3f us, %.1f min)" %
+              (i + 1, len(plan), r, system, grid, b, flag, (time.time() - start) / 60), flush=True)
+        env = dict(SYSTEMS[system][2], OPENBLAS_NUM_THREADS="1", **(TCP_ENV if a.hosts else {}))
+        if system == "one rank":
+            env = dict(OPENBLAS_NUM_THREADS="1")
+            cmd = [os.path.join(a.build, "weftrun"), "-n", "1",
+                   os.path.join(a.build, "apps", "cholesky", "weft-cholesky")]
+        else:
+            cmd = launch(system, ranks, a)
+        cmd += ["-n", str(a.n), "-b", str(b), "--grid", grid, "--reps", str(a.reps), "--no-check"]
+        secs, stdout = timed(cmd, env, a.run_timeout)
+        row = {"round": r, "system": system, "grid": grid, "n": a.n, "b": b, "seconds": "",
+               "gflops": "", "latency_p50_us": "", "latency_p99_us": "", "flag_us": flag,
+               "hung": 0}
+        res = [dict(f.split("=", 1) for f in line.split()[1:]) for line in stdout.splitlines()
+               if line.startswith("RESULT")]
+        if secs is None:
+            # A job can finish the factorization, print its figures, then hang on its way out
+            # (MPICH over UCX's tcp in MPI_Finalize across the namespace hosts): its figures
+            # count, and the hang is reported beside them.
+            row["hung"] = 1
+            print("  hung: killed after %.0f s (%s); its last output:\n%s" %
+                  (a.run_timeout, "after its figures" if res else "no figures",
+                   "\n".join(stdout.splitlines()[-5:])), flush=True)
+        elif len(res) != 1:
+            raise RuntimeError("%s printed no RESULT line:\n%s" % (" ".join(cmd), stdout))
+        if len(res) == 1:
+            for k in ("seconds", "gflops", "latency_p50_us", "latency_p99_us"):
+                row[k] = float(res[0].get(k, "nan"))
+        raw.append(row)
+    with open(os.path.join(a.results, name + "_raw.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(raw[0].keys()))
+        w.writeheader()
+        w.writerows(raw)
+    report(raw, a, time.time() - start, name, systems, tiles, ranks)
+
+
+def med(raw, key="gflops", **kw):
+    v = [x[key] for x in raw if all(x[k] == want for k, want in kw.items()) and x[key] != ""]
+    return statistics.median(v) if v else float("nan")
+
+
+def best_config(raw, systems, b):
+    """For tile size b: {system: (GFLOP/s, grid)} at the system's best grid (median over rounds)."""
+    out = {}
+    for s in systems:
+        got = [(med(raw, system=s, grid=g, b=b), g) for g in sorted({x["grid"] for x in raw})]
+        got = [x for x in got if x[0] == x[0]]
+        if got:
+            out[s] = max(got)
+    return out
+
+
+def report(raw, a, seconds, name, systems, tiles, ranks):
+    flags = [x["flag_us"] for x in raw]
+    hung = sum(1 for x in raw if x["gflops"] == "")
+    hung_after = sum(1 for x in raw if x["hung"] and x["gflops"] != "")
+    lines = ["Generated by `bench/cholesky_bench.py --rounds %d --n %d --tiles %s --reps %d%s` on %s "
+             "in %.1f min; flag probe median %.3f us (range %.3f .. %.3f). GFLOP/s of the median of "
+             "%d factorizations per run, medians over rounds, each system at its best grid for the "
+             "tile size (grids %s). %d ranks, one worker / one BLAS thread per rank%s.%s" %
+             (a.rounds, a.n, a.tiles, a.reps, " --hosts (3 namespace hosts over tcp)" if a.hosts else "",
+              time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), seconds / 60,
+              statistics.median(flags), min(flags), max(flags), a.reps, ", ".join(grids(ranks)), ranks,
+              " (the hosts share this machine's 2 cores)" if a.hosts else " on 2 cores",
+              (" %d runs hung before their figures (killed, left out)." % hung if hung else "") +
+              (" %d runs printed their figures, then hung on the way out (killed; figures kept): %s." %
+               (hung_after, ", ".join(sorted({x["system"] for x in raw if x["hung"] and x["gflops"] != ""})))
+               if hung_after else "")), "",
+             "| tile / block size | " + " | ".join(systems) + " |", "| --- " * (len(systems) + 1) + "|"]
+    per_b = {b: best_config(raw, systems, b) for b in tiles}
+    cores = min(ranks, os.cpu_count() or ranks)
+    ceiling = {b: cores * med(raw, system="one rank", b=b) for b in tiles}
+    if not a.hosts:
+        lines[-2] += " ceiling (%d x one rank) |" % cores
+        lines[-1] += " --- |"
+    for b in tiles:
+        lines.append("| %d | " % b + " | ".join(
+            "%.1f (%s)" % per_b[b][s] if s in per_b[b] else "hung" for s in systems) + " |" +
+            ("" if a.hosts else " %.1f |" % ceiling[b]))
+    best = {}  # family -> (GFLOP/s, system, tile, grid)
+    for b in tiles:
+        for s, (gf, g) in per_b[b].items():
+            f = family(s)
+            if f not in best or gf > best[f][0]:
+                best[f] = (gf, s, b, g)
+    lines += ["", "Best of each (its best tile size, grid and thread setting):", "",
+              "| | GFLOP/s | time (s) | system | tile | grid |", "| --- | --- | --- | --- | --- | --- |"]
+    if not a.hosts:
+        lines[-2] = "| | GFLOP/s | time (s) | system | tile | grid | of the ceiling |"
+        lines[-1] += " --- |"
+    for f, (gf, s, b, g) in sorted(best.items(), key=lambda x: -x[1][0]):
+        lines.append("| %s | %.1f | %.3f | %s | %d | %s |" %
+                     (f, gf, med(raw, "seconds", system=s, grid=g, b=b), s, b, g) +
+                     ("" if a.hosts else " %.0f%% |" % (100 * gf / ceiling[b])))
+    w = best.get("Weft engine")
+    for other in ("MPI engine", "ScaLAPACK"):
+        if w and other in best:
+            lines.append("")
+            lines.append("Weft engine / %s at the best tile size of each: **%.2f** (target > 1)." %
+                         (other, w[0] / best[other][0]))
+    lat = [s for s in systems if not s.startswith("scalapack")]
+    lines += ["", "Tile flow latency (ACTIVATE sent -> data arrived), p50 / p99 in us, at each "
+              "system's best grid:", "", "| tile | " + " | ".join(lat) + " |", "| --- " * (len(lat) + 1) + "|"]
+    for b in tiles:
+        cells = []
+        for s in lat:
+            g = per_b[b].get(s, (0, grids(ranks)[0]))[1]
+            cells.append("%.0f / %.0f" % (med(raw, "latency_p50_us", system=s, grid=g, b=b),
+                                          med(raw, "latency_p99_us", system=s, grid=g, b=b)))
+        lines.append("| %d | " % b + " | ".join(cells) + " |")
+    text = "\n".join(lines) + "\n"
+    with open(os.path.join(a.results, name + ".md"), "w") as f:
+        f.write(text)
+    print(text)
+    plot(raw, a, name, systems, tiles, per_b, lat, None if a.hosts else ceiling)
+
+
+def plot(raw, a, name, systems, tiles, per_b, lat, ceiling):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    where = ", 3 hosts over tcp" if a.hosts else ", 2 ranks on 2 cores"
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    for s in systems:
+        ax.plot(tiles, [per_b[b].get(s, (float("nan"),))[0] for b in tiles], marker="o", label=s,
+                linestyle="--" if "no thread" in s else "-")
+    if ceiling:
+        ax.plot(tiles, [ceiling[b] for b in tiles], color="black", linestyle=":",
+                label="ceiling: %d x one rank" % min(2, os.cpu_count() or 2))
+    ax.set_xscale("log", base=2)
+    ax.invert_xaxis()  # from large tiles to small, as the seed's Figure 4
+    ax.set_xlabel("tile / block size (large to small)")
+    ax.set_ylabel("GFLOP/s (best grid)")
+    ax.set_title("Cholesky, N = %d%s" % (a.n, where))
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(a.img, name + "_gflops.png"), dpi=110)
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    for s in lat:
+        ax.plot(tiles, [med(raw, "latency_p50_us", system=s, grid=per_b[b].get(s, (0, "1x%d" % 2))[1], b=b)
+                        for b in tiles], marker="o", label=s,
+                linestyle="--" if "no thread" in s else "-")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.invert_xaxis()
+    ax.set_xlabel("tile size (large to small)")
+    ax.set_ylabel("tile flow latency p50 (us)")
+    ax.set_title("ACTIVATE sent -> tile arrived, N = %d%s" % (a.n, where))
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(a.img, name + "_latency.png"), dpi=110)
+
+
+if __name__ == "__main__":
+    main()
