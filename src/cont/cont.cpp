@@ -68,21 +68,25 @@ void cont_impl::arrive(const status_t& s, bool counted) {
 size_t cont_impl::posted_at_least(size_t n) const {
   // Posted with it = signalled + still pending. An operation between its pending decrement
   // and its signal is in neither (arrive's order keeps the object alive), so a short count
-  // is re-read for up to a second, yielding, before it is believed: only a wrong program or
-  // a signaller preempted in that window gets here, and the second covers the latter.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-  size_t seen = 0;
-  for (int tries = 0;; ++tries) {
+  // is re-read, spinning then yielding for up to a second, before it is believed: only a
+  // wrong program or a signaller preempted in that window gets past the first read, and
+  // the clock is read only then (arm is on every continuation's path).
+  auto seen = [&] {
     const int64_t p = pending.load(std::memory_order_acquire);
-    seen = arrived() + size_t(p > 0 ? p : 0);
-    if (n <= seen) return seen;
-    if (tries < 4096) {
-      util::cpu_relax();
-    } else {
-      if (std::chrono::steady_clock::now() > deadline) return seen;
-      std::this_thread::yield();
-    }
+    return arrived() + size_t(p > 0 ? p : 0);
+  };
+  size_t s = seen();
+  for (int tries = 0; n > s && tries < 4096; ++tries) {
+    util::cpu_relax();
+    s = seen();
   }
+  if (n <= s) return s;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  while (n > s && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+    s = seen();
+  }
+  return s;
 }
 
 [[noreturn, gnu::cold]] void cont_impl::refuse(size_t n, const char* why, size_t than) const {
