@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # weft-cholesky (N = 2048, b = 128): the relative residual ||A - L L^T||_F / ||A||_F below
 # 1e-12 on the Weft engine (2 and 3 ranks, 1 and 2 worker threads, two grids), on the MPI
-# engine under MPICH and Open MPI, and for the ScaLAPACK baseline; then --help and bad input
+# engine under MPICH and Open MPI (2 ranks, and 3 ranks with 2 threads each), and for the ScaLAPACK baseline; then --help and bad input
 # (an indefinite matrix on both engines, N not a multiple of b, a grid that does not match).
 set -u
 weftrun=$1 src=$3 build=$4
@@ -40,6 +40,8 @@ for flavour in mpich openmpi; do
   [ -x "$exe" ] || fail "no $exe"
   res=$(check_run weft-cholesky 2 $launch -n 2 "$exe" -n 2048 -b 128 --engine mpi) || exit 1
   pass "MPI engine on $flavour, 2 ranks: residual $res"
+  res=$(check_run weft-cholesky 3 $launch -n 3 "$exe" -n 2048 -b 128 --engine mpi --grid 3x1 --threads 2) || exit 1
+  pass "MPI engine on $flavour, 3 ranks, grid 3x1, 2 threads: residual $res"
   exe=$dir/scalapack-cholesky-$flavour
   [ -x "$exe" ] || fail "no $exe (libscalapack-$flavour-dev)"
   res=$(check_run scalapack-cholesky 2 $launch -n 2 "$exe" -n 2048 -b 128) || exit 1
