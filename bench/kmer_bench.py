@@ -54,7 +54,10 @@ def launch(system, ranks, build, a):
         cmd = ["mpirun.openmpi", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none"]
         if a.hosts:
             cmd += ["--mca", "plm_rsh_agent", a.enter, "--host", a.hosts, "--mca",
-                    "oob_tcp_if_include", a.subnet, "--mca", "btl_tcp_if_include", a.subnet]
+                    "oob_tcp_if_include", a.subnet, "--mca", "btl_tcp_if_include", a.subnet,
+                    # one hostname and /dev/shm for all the namespace hosts: without ob1 over
+                    # tcp Open MPI would take them for one node and use shared memory
+                    "--mca", "pml", "ob1", "--mca", "btl", "tcp,self"]
             cmd += [w for k in sorted(TCP_ENV) for w in ("-x", k)]
         cmd += ["-n", str(ranks)]
     return cmd + [exe, "--mpi", system.split()[1]]
