@@ -129,8 +129,8 @@ void fill(const args& a, long i0, long j0, long rows, long cols, double* out, lo
 }
 
 double residual(const args& a, const double* l) {
-  // R = A - L L^T in its lower triangle (dsyrk reads only L's lower part... of its operand,
-  // which is all of L: the strict upper part is cleared first).
+  // R = A - L L^T in its lower triangle. dsyrk multiplies the whole operand, so L's strict
+  // upper part (what POTRF left of A there) is cleared in a copy first.
   const long n = a.n;
   std::vector<double> lo(size_t(n) * size_t(n)), r(size_t(n) * size_t(n));
   for (long j = 0; j < n; ++j)

@@ -27,8 +27,8 @@ double percentile(std::vector<double> v, double q) {
   return v[std::min(v.size() - 1, size_t(q * double(v.size())))];
 }
 
-// One factorization and its verdict; false after a message.
-bool factorize(weft::exec::executor& x, chol::tile_store& s, chol::verdict& v,
+// One factorization and its verdict (an engine error throws).
+void factorize(weft::exec::executor& x, chol::tile_store& s, chol::verdict& v,
                std::vector<double>& latency) {
   s.generate();
   chol::factor_graph f(s);
@@ -37,7 +37,6 @@ bool factorize(weft::exec::executor& x, chol::tile_store& s, chol::verdict& v,
   chol::check_graph c(s, st.seconds, f.failed_minor());
   x.run(c);
   v = c.result();
-  return true;
 }
 
 void print_results(const chol::args& a, const std::vector<double>& times,
