@@ -300,7 +300,7 @@ void free_comp(comp_t* comp) {
   comp_impl* c = util::live(comp->p, "free_comp", "comp");
   if (c->kind == comp_kind::graph && c->pending.load(std::memory_order_acquire))
     util::fail("free_comp", "comp", util::to_hex(c), "the graph is running");
-  if (int64_t n = c->pending.load(std::memory_order_acquire))
+  if (int64_t n = c->in_flight())
     util::fail("free_comp", "comp", util::to_hex(c),
                std::to_string(n) + " operations that signal it are still pending");
   // Registered for remote completion on any runtime: forgotten on each.
@@ -401,18 +401,20 @@ static device_impl* device_of_untagged(const comm_args& b) {
   return resolve_runtime(runtime_t{}, b.call_name)->device_or_fail(b.call_name);
 }
 
-// Whether no handle a post names carries a generation tag (its object's memory was never
-// freed before: nearly always) and each one is live; false sends the post the slow way,
-// which checks again and says what is wrong. Inline, and with no tag the check of a live
-// object is one compare with a constant: every post passes here.
-[[gnu::always_inline]] static inline bool untagged_and_live(const comm_args& a) {
+// Whether every handle a post names is live, and none but the completion object carries a
+// generation tag (its object's memory was freed before: a recycled continuation, a
+// synchronizer allocated per operation); the layers below read that one through comp_of,
+// which takes the tag off. False sends the post the slow way, which copies the arguments
+// with their tags taken off, or says what is wrong. Inline, one compare per handle: every
+// post passes here.
+[[gnu::always_inline]] static inline bool live_as_given(const comm_args& a) {
   const auto c = reinterpret_cast<uintptr_t>(a.local_comp.p);
   const auto e = reinterpret_cast<uintptr_t>(a.matching_engine.p);
   const auto p = reinterpret_cast<uintptr_t>(a.packet_pool.p);
   const auto d = reinterpret_cast<uintptr_t>(a.device.p);
   const auto r = reinterpret_cast<uintptr_t>(a.runtime.p);
-  if ((c | e | p | d | r) & ~util::gen::address_mask) return false;
-  return util::live_untagged(c) && util::live_untagged(e) && util::live_untagged(p) &&
+  if ((e | p | d | r) & ~util::gen::address_mask) return false;
+  return util::live_any(c) && util::live_untagged(e) && util::live_untagged(p) &&
          util::live_untagged(d) && util::live_untagged(r);
 }
 
@@ -455,7 +457,7 @@ mr_t register_memory_impl(const register_args& a) {
 }
 
 status_t post_comm_impl(const comm_args& a) {
-  if (!untagged_and_live(a)) [[unlikely]]
+  if (!live_as_given(a)) [[unlikely]]
     return post_tagged(a);
   // Checked above: the device needs no second look.
   if (a.device.p) return a.device.p->post(a);

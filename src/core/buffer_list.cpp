@@ -28,7 +28,7 @@ namespace {
 class list_op final : public comp_impl {
  public:
   list_op(device_impl& d, const comm_args& a, size_t total)
-      : comp_impl(comp_kind::internal), dev_(d), user_(a.local_comp.p) {
+      : comp_impl(comp_kind::internal), dev_(d), user_(comp_of(a)) {
     result_.error = errorcode_t::done;
     result_.rank = a.rank;
     result_.tag = a.tag;
@@ -195,7 +195,7 @@ status_t device_impl::post_list_twosided(const comm_args& a, size_t total) {
     inner.buffer_is_packet = packet != nullptr;  // the send returns it to its pool
     inner.packet_pool.p = packet ? p : nullptr;
   }
-  comp_impl* user = a.local_comp.p;
+  comp_impl* user = comp_of(a);
   if (user) user->pending.fetch_add(1, std::memory_order_relaxed);
   op->remaining.store(1, std::memory_order_relaxed);
   status_t s;
@@ -306,7 +306,7 @@ status_t device_impl::post_list_rma(const comm_args& a, size_t total) {
     op->last.local_comp.p = op;
     pieces.pop_back();
   }
-  comp_impl* user = a.local_comp.p;
+  comp_impl* user = comp_of(a);
   if (user) user->pending.fetch_add(1, std::memory_order_relaxed);
   // One count more than the pieces, dropped after the loop: a piece that finishes while
   // later ones are posted cannot finish the operation early.

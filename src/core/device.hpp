@@ -53,6 +53,14 @@ struct rendezvous_put {  // the data of a rendezvous send, when the backend was 
 using backlog_item = std::variant<backlog_work::post, backlog_work::signal, backlog_work::control,
                                   backlog_work::rendezvous_put>;
 
+// The completion object a post names. Its handle may carry a generation tag (a recycled
+// continuation, a synchronizer allocated per operation): post_comm checked it is live and
+// passes the arguments on as they are, without a copy, so every read goes through here.
+inline comp_impl* comp_of(const comm_args& a) {
+  return reinterpret_cast<comp_impl*>(reinterpret_cast<uintptr_t>(a.local_comp.p) &
+                                      util::gen::address_mask);
+}
+
 // The status a post returns at once: its own arguments and `code`.
 inline status_t immediate(const comm_args& a, errorcode_t code) {
   status_t s;

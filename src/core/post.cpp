@@ -39,10 +39,10 @@ void device_impl::refuse_post(const comm_args& a) {
   if (a.size > max_msg_size)
     util::fail(call, "size", std::to_string(a.size),
                "exceeds the maximum message size " + std::to_string(max_msg_size));
-  if (a.local_comp.p && a.local_comp.p->kind == comp_kind::graph)
+  if (comp_of(a) && comp_of(a)->kind == comp_kind::graph)
     util::fail(call, "local_comp", "a graph",
                "add the operation to the graph with graph_add_node_op");
-  if (a.local_comp.p && a.local_comp.p->kind == comp_kind::cont_request)
+  if (comp_of(a) && comp_of(a)->kind == comp_kind::cont_request)
     util::fail(call, "local_comp", "a continuation request",
                "pass a continuation of it (alloc_cont_x), or watch it with watch_cont_request");
   if (uint8_t(a.matching_policy) > uint8_t(matching_policy_t::rank_tag))
@@ -56,7 +56,7 @@ void device_impl::refuse_post(const comm_args& a) {
         call, "remote_comp", std::to_string(a.remote_comp),
         "unknown remote completion handle (" + std::to_string(rt.rcomp_count()) + " registered)");
   if (peer_dead(a.rank)) util::fail(call, "rank", std::to_string(a.rank), net->why_gone(a.rank));
-  if (!a.allow_retry && !a.local_comp.p && !a.internal)
+  if (!a.allow_retry && !comp_of(a) && !a.internal)
     util::fail(call, "local_comp", "empty",
                "with allow_retry(false) the operation may wait in the backlog and use the buffer "
                "after the call returns; without a completion object nobody learns when it is "
@@ -67,11 +67,11 @@ void device_impl::refuse_post(const comm_args& a) {
 status_t device_impl::post(const comm_args& a) {
   // Every check in one test; the report, which needs strings, is out of line.
   if (a.rank < 0 || a.rank >= rt.size() || (!a.local_buffer && a.size) || a.size > max_msg_size ||
-      (a.local_comp.p && a.local_comp.p->kind >= comp_kind::graph) ||
+      (comp_of(a) && comp_of(a)->kind >= comp_kind::graph) ||
       uint8_t(a.matching_policy) > uint8_t(matching_policy_t::rank_tag) ||
       uint8_t(a.direction) > uint8_t(direction_t::IN) || (a.nbuffers && !a.buffers) ||
       (a.nremote_buffers && !a.remote_buffers) ||
-      (!a.allow_retry && !a.local_comp.p && !a.internal && !copied_if_backlogged(a)))
+      (!a.allow_retry && !comp_of(a) && !a.internal && !copied_if_backlogged(a)))
     refuse_post(a);
   if (a.buffers || a.remote_buffers) return post_list(a);
   if (a.has_remote_buffer) return post_rma(a);
@@ -106,7 +106,7 @@ status_t device_impl::retry_or_backlog(const comm_args& a, errorcode_t code) {
   p.args.allow_retry = true;
   p.args.allow_done = true;
   p.args.internal = true;  // its place in the backlog is already taken
-  comp_impl* c = a.local_comp.p;
+  comp_impl* c = comp_of(a);
   if (!c && !a.buffer_is_packet && a.size) {  // nobody will learn when it left: copy it
     p.owned = util::allocating(a.call_name, "size", a.size, [&] {
       void* b = std::malloc(a.size);
@@ -167,7 +167,7 @@ status_t device_impl::post_out(const comm_args& a) {
     if (p) p->put(a.local_buffer);
   }
   if (a.allow_done) return immediate(a, errorcode_t::done);
-  complete(a.local_comp.p, immediate(a, errorcode_t::done), false);
+  complete(comp_of(a), immediate(a, errorcode_t::done), false);
   return immediate(a, errorcode_t::posted);
 }
 
@@ -179,7 +179,7 @@ request* device_impl::alloc_outgoing(const comm_args& a, bool is_am) {
   r->tag = a.tag;
   r->buf = a.local_buffer;
   r->size = a.size;
-  r->comp = a.local_comp.p;
+  r->comp = comp_of(a);
   r->user_context = a.user_context;
   r->is_am = is_am;
   r->counted = r->comp != nullptr;
@@ -267,7 +267,7 @@ status_t device_impl::post_in(const comm_args& a) {
   auto* e = a.matching_engine.p ? a.matching_engine.p : rt.engine_or_fail(a.call_name);
   const match_key key = e->make_key(a.rank, a.tag, a.matching_policy);
   const uint8_t pol = e->stored_policy(a.matching_policy);
-  const recv_side mine{a.local_buffer, a.size, a.local_comp.p, a.user_context, false};
+  const recv_side mine{a.local_buffer, a.size, comp_of(a), a.user_context, false};
   // A receive from a peer known dead takes what it sent before it died, and is otherwise
   // refused: posted, it would wait for ever (its receives were failed when it died).
   if (policy_has_rank(a.matching_policy) && peer_dead(a.rank)) {
@@ -297,7 +297,7 @@ status_t device_impl::post_in(const comm_args& a) {
   r->tag = a.tag;
   r->buf = a.local_buffer;
   r->size = a.size;
-  r->comp = a.local_comp.p;
+  r->comp = comp_of(a);
   r->user_context = a.user_context;
   r->counted = r->comp != nullptr;
   if (r->counted) r->comp->pending.fetch_add(1, std::memory_order_relaxed);
@@ -348,7 +348,7 @@ bool device_impl::cancel(const comm_args& a) {
   const match_key key = e->make_key(a.rank, a.tag, a.matching_policy);
   auto* m = e->remove_if(key, e->stored_policy(a.matching_policy), [&](match_entry* x) {
     auto* r = static_cast<request*>(x);
-    return r->type == entry_type::recv && r->buf == a.local_buffer && r->comp == a.local_comp.p;
+    return r->type == entry_type::recv && r->buf == a.local_buffer && r->comp == comp_of(a);
   });
   if (!m) return false;
   auto* r = static_cast<request*>(m);

@@ -70,7 +70,7 @@ bool device_impl::run_backlog_item(backlog_item& it) {
 }
 
 bool device_impl::retry_work(backlog_work::post& p) {
-  comp_impl* c = p.args.local_comp.p;
+  comp_impl* c = comp_of(p.args);
   status_t s;
   try {
     s = post(p.args);

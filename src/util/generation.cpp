@@ -72,20 +72,6 @@ void* allocate(size_t size) {
   return obj;
 }
 
-void retire(void* p) noexcept {
-  header* h = header_of(p);
-  // One more free: the generation moves on (wrapping within its 16 bits), the state is freed.
-  const uint64_t g =
-      (h->stamp.load(std::memory_order_relaxed) & ~address_mask) + (uint64_t(1) << tag_shift);
-  h->stamp.store(g | freed, std::memory_order_release);
-}
-
-void revive(void* p) noexcept {
-  header* h = header_of(p);
-  const uint64_t g = h->stamp.load(std::memory_order_relaxed) & ~address_mask;
-  h->stamp.store(g | live, std::memory_order_release);
-}
-
 void release(void* p) noexcept {
   if (!p) return;
   header* h = header_of(p);

@@ -34,14 +34,25 @@ inline constexpr uintptr_t address_mask = (uintptr_t(1) << tag_shift) - 1;
 void* allocate(size_t size);
 // Back to its size class; the header counts one more free.
 void release(void* p) noexcept;
-// For objects an owner recycles itself (continuations, kept by their request): `retire`
-// counts a free without giving the memory back, so handles to it go stale; `revive` makes
-// the same memory live again under its new generation.
-void retire(void* p) noexcept;
-void revive(void* p) noexcept;
-
 inline header* header_of(const void* p) {
   return reinterpret_cast<header*>(reinterpret_cast<uintptr_t>(p) - sizeof(header));
+}
+
+// For objects an owner recycles itself (continuations, kept by their request): `retire`
+// counts a free without giving the memory back, so handles to it go stale; `revive` makes
+// the same memory live again under its new generation. Inline: once each per continuation.
+inline void retire(void* p) noexcept {
+  header* h = header_of(p);
+  // One more free: the generation moves on (wrapping within its 16 bits), the state is freed.
+  const uint64_t g =
+      (h->stamp.load(std::memory_order_relaxed) & ~address_mask) + (uint64_t(1) << tag_shift);
+  h->stamp.store(g | freed, std::memory_order_release);
+}
+
+inline void revive(void* p) noexcept {
+  header* h = header_of(p);
+  const uint64_t g = h->stamp.load(std::memory_order_relaxed) & ~address_mask;
+  h->stamp.store(g | live, std::memory_order_release);
 }
 
 }  // namespace gen
@@ -79,6 +90,15 @@ template <typename T>
   return !h ||
          gen::header_of(reinterpret_cast<const void*>(h))->stamp.load(std::memory_order_relaxed) ==
              gen::live;
+}
+
+// For any handle pointer: whether it is null or names a live object of the generation its
+// tag carries.
+[[gnu::always_inline]] inline bool live_any(uintptr_t h) {
+  const uintptr_t addr = h & gen::address_mask;
+  return !h ||
+         gen::header_of(reinterpret_cast<const void*>(addr))
+                 ->stamp.load(std::memory_order_relaxed) == ((h & ~gen::address_mask) | gen::live);
 }
 
 // For a class behind a handle: its objects live in generational memory.
