@@ -39,10 +39,12 @@ class comp_impl {
   // free_comp's last step: true when the object takes over its own release (a
   // continuation request with continuations still active), false to be deleted now.
   virtual bool free_self() { return false; }
+  // Operations posted with it that have not signalled: what free_comp refuses to free.
+  virtual int64_t in_flight() const { return pending.load(std::memory_order_acquire); }
 
   const comp_kind kind;
   // Operations posted with this object that have not signalled yet; freeing it before
-  // they finish is refused.
+  // they finish is refused. (A continuation counts differently: see cont.hpp.)
   std::atomic<int64_t> pending{0};
 };
 

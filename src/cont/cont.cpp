@@ -22,18 +22,17 @@ namespace {
 util::spinlock orphan_lock;
 std::vector<cont_impl*> orphans;
 
-// Retired continuations of this thread, reused by its next alloc_cont: no lock and no
-// allocation per continuation when one thread allocates and runs them (a thread that only
-// runs them fills its cache, then gives the rest back to the allocator).
-struct spare_cache {
-  static constexpr size_t size = 256;
-  void* objs[size];
-  size_t n = 0;
-  ~spare_cache() {
-    while (n) util::gen::release(objs[--n]);
+struct spare_owner {
+  ~spare_owner() {
+    while (t_spare.n) util::gen::release(t_spare.objs[--t_spare.n]);
   }
 };
-thread_local spare_cache t_spare __attribute__((tls_model("initial-exec")));
+
+[[gnu::noinline, gnu::cold]] void own_spares() {
+  thread_local spare_owner owner;
+  (void)owner;
+  t_spare.owned = true;
+}
 
 void orphan(cont_impl* c) {
   util::lock_guard<util::spinlock> g(orphan_lock);
@@ -57,24 +56,33 @@ void cont_impl::arrive(const status_t& s, bool counted) {
         static_cast<status_t*>(body_.statuses)[i] = s;
     }
   }
-  // `pending` drops before the count: once the count is in, the last signaller may run and
-  // recycle this continuation, so nothing here may touch it after its own fetch_add. arm
-  // waits out the short window in which an operation is in neither count.
-  if (counted) pending.fetch_sub(1, std::memory_order_release);
+  // A counted signal leaves `pending` as it is (it counts every operation posted with
+  // this continuation); an uncounted one adds itself, before the count: once the count is
+  // in, the last signaller may run and recycle this continuation, so nothing here may
+  // touch it after its own fetch_add.
+  if (!counted) pending.fetch_add(1, std::memory_order_relaxed);
   const uint64_t before = count_.fetch_add(one_signal, std::memory_order_acq_rel);
   if ((before & 0xffffffffu) == 1) cr_->on_ready(this);
 }
 
+size_t cont_impl::seen() const {
+  const int64_t p = pending.load(std::memory_order_acquire);
+  return size_t(p > 0 ? p : 0);
+}
+
+int64_t cont_impl::in_flight() const {
+  // arrived() first: a signal between the two loads shows as one more still in flight,
+  // never one fewer.
+  const int64_t a = int64_t(arrived());
+  return pending.load(std::memory_order_acquire) - a;
+}
+
 size_t cont_impl::posted_at_least(size_t n) const {
-  // Posted with it = signalled + still pending. An operation between its pending decrement
-  // and its signal is in neither (arrive's order keeps the object alive), so a short count
-  // is re-read, spinning then yielding for up to a second, before it is believed: only a
-  // wrong program or a signaller preempted in that window gets past the first read, and
-  // the clock is read only then (arm is on every continuation's path).
-  auto seen = [&] {
-    const int64_t p = pending.load(std::memory_order_acquire);
-    return arrived() + size_t(p > 0 ? p : 0);
-  };
+  // An operation the core takes out of `pending` before it signals uncounted (a post
+  // leaving the backlog) is missing from seen() until its signal adds it back, so a short
+  // count (arm saw fewer than n) is re-read, spinning then yielding for up to a second,
+  // before it is believed: only a wrong program or a signaller preempted in that window
+  // gets here.
   size_t s = seen();
   for (int tries = 0; n > s && tries < 4096; ++tries) {
     util::cpu_relax();
@@ -102,8 +110,10 @@ error_t cont_impl::arm(size_t n) {
   if (body_.statuses && n > body_.capacity)
     refuse(n, "more than the capacity of its statuses array,", body_.capacity);
   if (n >= unarmed) refuse(n, "more operations than a continuation counts, at most", unarmed - 1);
-  const size_t seen = posted_at_least(n);
-  if (n > seen) refuse(n, "more than the operations posted with it:", seen);
+  size_t posted = seen();
+  if (n > posted) [[unlikely]]
+    posted = posted_at_least(n);
+  if (n > posted) refuse(n, "more than the operations posted with it:", posted);
   if (n < arrived()) refuse(n, "fewer than the operations that already signalled it:", arrived());
   // Refused above, it stays unarmed: the program may arm it again with the right count.
   armed_.store(true, std::memory_order_relaxed);
@@ -122,7 +132,7 @@ error_t cont_impl::arm(size_t n) {
 }
 
 void cont_impl::run() {
-  if (const int64_t p = pending.load(std::memory_order_acquire); p > 0)
+  if (const int64_t p = pending.load(std::memory_order_acquire) - int64_t(n_); p > 0)
     WEFT_LOG(error,
              "arm_cont: continuation %p armed with %zu operations, but %lld more were posted "
              "with it; it runs now, and their signals are lost",
@@ -160,14 +170,8 @@ bool cont_request_impl::signal(const status_t&) {
   return true;
 }
 
-cont_impl* cont_request_impl::make(const cont_body& body) {
-  if (freed_.load(std::memory_order_acquire))
-    util::fail("alloc_cont", "request", util::to_hex(this), "the request was freed");
-  state_.fetch_add(one_active, std::memory_order_acq_rel);
-  if (t_spare.n == 0) return new cont_impl(this, body);
-  void* mem = t_spare.objs[--t_spare.n];
-  util::gen::revive(mem);
-  return ::new (mem) cont_impl(this, body);
+void cont_request_impl::refuse_make() const {
+  util::fail("alloc_cont", "request", util::to_hex(this), "the request was freed");
 }
 
 bool cont_request_impl::may_run_here() const {
@@ -214,6 +218,7 @@ size_t cont_request_impl::run_queued(size_t max) {
 
 void cont_request_impl::retire(cont_impl* c) {
   c->~cont_impl();
+  if (!t_spare.owned) own_spares();
   if (t_spare.n < spare_cache::size) {
     util::gen::retire(c);  // handles to it go stale
     t_spare.objs[t_spare.n++] = c;

@@ -4,16 +4,18 @@
 // signalled, runs its callback; a continuation request tracks the continuations registered
 // with it, runs those that could not run where they became ready, and reports whether any is
 // left active. The layer sits on the completion objects (src/comp) and calls the core only
-// to progress; the core knows a continuation only as a completion kind that wants to see a
-// counted signal before its pending count drops (comp_impl::signal_counted).
+// to progress; the core knows a continuation only as a completion kind whose counted
+// signals leave `pending` to it (comp_impl::signal_counted).
 #pragma once
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <new>
 #include <vector>
 
 #include "comp/comp.hpp"
+#include "util/generation.hpp"
 #include "util/spinlock.hpp"
 #include "weft/cont.hpp"
 #include "weft/weft.h"
@@ -21,6 +23,20 @@
 namespace weft::impl {
 
 class cont_request_impl;
+
+// Retired continuations of this thread, reused by its next alloc_cont: no lock and no
+// allocation per continuation when one thread allocates and runs them (a thread that only
+// runs them fills its cache, then gives the rest back to the allocator). Trivially
+// destructible, so that reaching it is one %fs-relative access: a thread_local with a
+// destructor is reached through a guard that calls __tls_get_addr (measured: a fifth of a
+// continuation's own cost). Its destructor lives in cont.cpp, registered once per thread.
+struct spare_cache {
+  static constexpr size_t size = 256;
+  void* objs[size];
+  size_t n;
+  bool owned;  // the thread's exit gives the cached objects back
+};
+inline thread_local spare_cache t_spare __attribute__((tls_model("initial-exec")));
 
 // Set on threads that Weft's layers start (mark_weft_thread).
 // initial-exec: read on every continuation; the default model calls __tls_get_addr in a
@@ -46,6 +62,9 @@ class cont_impl final : public comp_impl {
   // One word counts both: operations that signalled (high 32 bits, each signal's index
   // into the statuses) and operations still awaited (low 32 bits), which holds `unarmed`,
   // far above any count, until arm_cont takes it away: one atomic add per signal.
+  // `pending` only grows with this continuation's signals: it counts every operation posted
+  // with it, and each uncounted signal adds itself; in flight = pending - signalled. So a
+  // counted signal is one atomic add, and arm_cont's check is one load.
   static constexpr uint64_t unarmed = uint64_t(1) << 31;
   static constexpr uint64_t one_signal = (uint64_t(1) << 32) - 1;  // arrived + 1, awaited - 1
   cont_impl(cont_request_impl* cr, const cont_body& body)
@@ -72,7 +91,9 @@ class cont_impl final : public comp_impl {
   cont_request_impl* const cr_;
   const cont_body body_;
   size_t arrived() const { return size_t(count_.load(std::memory_order_acquire) >> 32); }
-  size_t posted_at_least(size_t n) const;  // signalled + pending, waiting out a signaller
+  int64_t in_flight() const override;
+  size_t seen() const;  // the operations posted with it (and signalled uncounted), nearly always
+  [[gnu::noinline]] size_t posted_at_least(size_t n) const;  // seen(), waiting out a signaller
   [[noreturn, gnu::cold]] void refuse(size_t n, const char* why, size_t than) const;
 
   size_t n_ = 0;  // armed count, written before `count_` is released
@@ -89,7 +110,18 @@ class cont_request_impl final : public comp_impl {
   bool signal(const status_t&) override;
   bool free_self() override;
 
-  cont_impl* make(const cont_body& body);  // registers a new continuation
+  // Registers a new continuation. Inline: the body is built just before, and a copy
+  // through memory would load it while its stores are in flight (a store-forwarding stall).
+  cont_impl* make(const cont_body& body) {
+    if (freed_.load(std::memory_order_acquire)) [[unlikely]]
+      refuse_make();
+    state_.fetch_add(one_active, std::memory_order_acq_rel);
+    if (t_spare.n == 0) [[unlikely]]
+      return new cont_impl(this, body);
+    void* mem = t_spare.objs[--t_spare.n];
+    util::gen::revive(mem);
+    return ::new (mem) cont_impl(this, body);
+  }
   // A continuation whose operations have all signalled: run here when allowed, else queued.
   void on_ready(cont_impl* c);
   void enqueue(cont_impl* c);
@@ -103,6 +135,7 @@ class cont_request_impl final : public comp_impl {
   static void run_orphans();
 
  private:
+  [[noreturn, gnu::cold]] void refuse_make() const;
   bool may_run_here() const;
   cont_impl* pop();
   size_t run_queued(size_t max);

@@ -14,15 +14,24 @@ using impl::cont_request_impl;
 
 namespace {
 
+[[noreturn, gnu::cold, gnu::noinline]] void refuse(const impl::comp_impl* c, const char* call,
+                                                   const char* arg, const char* want) {
+  if (!c) util::fail(call, arg, "empty", want);
+  util::fail(call, arg, util::to_hex(c), std::string("not ") + want);
+}
+
+// The object behind handle `h`, checked to be live and of kind `k`. Inline, the failures
+// out of line: every continuation passes here twice (alloc_cont, arm_cont).
 template <typename T>
-T* as(comp_t h, comp_kind k, const char* call, const char* arg, const char* want) {
-  if (!h.p) util::fail(call, arg, "empty", want);
-  impl::comp_impl* c = util::live(h.p, call, arg);
-  if (c->kind != k) util::fail(call, arg, util::to_hex(c), std::string("not ") + want);
+[[gnu::always_inline]] inline T* as(comp_t h, comp_kind k, const char* call, const char* arg,
+                                    const char* want) {
+  impl::comp_impl* c = h.p ? util::live(h.p, call, arg) : nullptr;
+  if (!c || c->kind != k) [[unlikely]]
+    refuse(c, call, arg, want);
   return static_cast<T*>(c);
 }
 
-cont_request_impl* request(comp_t h, const char* call) {
+[[gnu::always_inline]] inline cont_request_impl* request(comp_t h, const char* call) {
   return as<cont_request_impl>(h, comp_kind::cont_request, call, "request",
                                "a continuation request (alloc_cont_request_x)");
 }
