@@ -159,4 +159,26 @@ class cont_request_impl final : public comp_impl {
   std::vector<comp_impl*> watchers_;
 };
 
+// Inline: every signal of a continuation passes here (one call less per operation).
+inline void cont_impl::arrive(const status_t& s, bool counted) {
+  // The status is written before the count that releases it to the callback: the slot is
+  // claimed with a separate index only when statuses are kept.
+  if (body_.statuses) {
+    const size_t i = size_t(slots_.fetch_add(1, std::memory_order_relaxed));
+    if (i < body_.capacity) {
+      if (body_.to_c)
+        body_.to_c(body_.statuses, i, s);
+      else
+        static_cast<status_t*>(body_.statuses)[i] = s;
+    }
+  }
+  // A counted signal leaves `pending` as it is (it counts every operation posted with
+  // this continuation); an uncounted one adds itself, before the count: once the count is
+  // in, the last signaller may run and recycle this continuation, so nothing here may
+  // touch it after its own fetch_add.
+  if (!counted) pending.fetch_add(1, std::memory_order_relaxed);
+  const uint64_t before = count_.fetch_add(one_signal, std::memory_order_acq_rel);
+  if ((before & 0xffffffffu) == 1) cr_->on_ready(this);
+}
+
 }  // namespace weft::impl
