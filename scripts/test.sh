@@ -4,12 +4,15 @@
 # runs every test; then the resource and threading tests and the network backends' threaded
 # scenarios again under ThreadSanitizer and AddressSanitizer; then the benchmark suite once
 # in quick mode as a smoke test. Prints passed, failed and skipped counts apart, and fails
-# when a test family that this machine should run was skipped or not registered.
+# when a test family that this machine should run was skipped or not registered. The whole
+# test output stays in build/last-test.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+# The whole ctest output (with every failing test's own output) outlives the run: a rare
+# failure must not be lost to the next run's Testing/ directories.
+trap 'cp "$log" build/last-test.log 2>/dev/null || true; rm -f "$log"' EXIT
 run_ctest() {  # build dir, ctest arguments...
   local dir=$1
   shift
