@@ -127,9 +127,9 @@ def main():
         subprocess.run(["jellyfish", "histo", "-h", "100000000", jf], stdout=f, check=True)
     total = None
     # Across hosts Weft runs over both network backends: libfabric's tcp (the default) and UCX's.
-    systems = ["weft"] + (["weft ucx"] if a.hosts else []) + ["%s %s" % (fl, m) for fl in ("mpich", "openmpi")
-                          for m in ("multiple", "funneled")
-                          if os.path.exists(os.path.join(a.build, "apps", "kmer", "mpi-kmer-" + fl))]
+    mpis = ["%s %s" % (fl, m) for fl in ("mpich", "openmpi") for m in ("multiple", "funneled")
+            if os.path.exists(os.path.join(a.build, "apps", "kmer", "mpi-kmer-" + fl))]
+    systems = ["weft"] + (["weft ucx"] if a.hosts else []) + mpis
     configs = [(3, 1), (3, 2)] if a.hosts else [(1, 1), (1, 2), (2, 1), (2, 2)]
     plan = [(r, s, ranks, th, 8192) for r in range(1, a.rounds + 1) for ranks, th in configs
             for s in systems + ["jellyfish"]]

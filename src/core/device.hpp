@@ -57,8 +57,7 @@ using backlog_item = std::variant<backlog_work::post, backlog_work::signal, back
 // continuation, a synchronizer allocated per operation): post_comm checked it is live and
 // passes the arguments on as they are, without a copy, so every read goes through here.
 inline comp_impl* comp_of(const comm_args& a) {
-  return reinterpret_cast<comp_impl*>(reinterpret_cast<uintptr_t>(a.local_comp.p) &
-                                      util::gen::address_mask);
+  return util::untagged(a.local_comp.p);
 }
 
 // The status a post returns at once: its own arguments and `code`.

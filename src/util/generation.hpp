@@ -66,39 +66,39 @@ T* tagged(T* p) {
   return reinterpret_cast<T*>(reinterpret_cast<uintptr_t>(p) | g);
 }
 
-// A fatal_error naming `call` and `argument`, saying why `h` names no live object.
-[[noreturn, gnu::cold]] void fail_stale(const char* call, const char* argument, const void* h);
-
-// The object a handle names, checked: `h` without its tag, or a fatal_error naming `call`
-// and `argument` when the object was freed. Inline, one load and one compare: completion
-// queues are popped and operations posted through handles on the critical path.
+// A handle's pointer without its generation tag: the object's address.
 template <typename T>
-[[gnu::always_inline]] inline T* live(T* h, const char* call, const char* argument) {
-  const uintptr_t v = reinterpret_cast<uintptr_t>(h);
-  if (!v) return h;
-  const uintptr_t addr = v & gen::address_mask;
-  const uint64_t stamp =
-      gen::header_of(reinterpret_cast<const void*>(addr))->stamp.load(std::memory_order_relaxed);
-  if (stamp != ((v & ~gen::address_mask) | gen::live)) [[unlikely]]
-    fail_stale(call, argument, h);
-  return reinterpret_cast<T*>(addr);
+[[gnu::always_inline]] inline T* untagged(T* h) {
+  return reinterpret_cast<T*>(reinterpret_cast<uintptr_t>(h) & gen::address_mask);
 }
 
-// For a handle pointer known to carry no tag: whether it is null or names a live object of
-// generation 0.
+// Whether a handle pointer is null or names a live object of the generation its tag
+// carries: one load and one compare.
+[[gnu::always_inline]] inline bool live_any(uintptr_t h) {
+  return !h ||
+         gen::header_of(reinterpret_cast<const void*>(h & gen::address_mask))
+                 ->stamp.load(std::memory_order_relaxed) == ((h & ~gen::address_mask) | gen::live);
+}
+
+// For a handle pointer known to carry no tag: live_any with the tag's part of the compare
+// folded into a constant.
 [[gnu::always_inline]] inline bool live_untagged(uintptr_t h) {
   return !h ||
          gen::header_of(reinterpret_cast<const void*>(h))->stamp.load(std::memory_order_relaxed) ==
              gen::live;
 }
 
-// For any handle pointer: whether it is null or names a live object of the generation its
-// tag carries.
-[[gnu::always_inline]] inline bool live_any(uintptr_t h) {
-  const uintptr_t addr = h & gen::address_mask;
-  return !h ||
-         gen::header_of(reinterpret_cast<const void*>(addr))
-                 ->stamp.load(std::memory_order_relaxed) == ((h & ~gen::address_mask) | gen::live);
+// A fatal_error naming `call` and `argument`, saying why `h` names no live object.
+[[noreturn, gnu::cold]] void fail_stale(const char* call, const char* argument, const void* h);
+
+// The object a handle names, checked: `h` without its tag, or a fatal_error naming `call`
+// and `argument` when the object was freed. Inline: completion queues are popped and
+// operations posted through handles on the critical path.
+template <typename T>
+[[gnu::always_inline]] inline T* live(T* h, const char* call, const char* argument) {
+  if (!live_any(reinterpret_cast<uintptr_t>(h))) [[unlikely]]
+    fail_stale(call, argument, h);
+  return untagged(h);
 }
 
 // For a class behind a handle: its objects live in generational memory.

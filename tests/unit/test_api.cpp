@@ -170,8 +170,10 @@ TEST_F(Api, StaleHandlesAreRefused) {
   EXPECT_EQ(refused_argument([&] { (void)weft::post_send(0, &v, sizeof(v), 1, cq_copy); }),
             "local_comp");
   EXPECT_TRUE(weft::cq_pop(again).error.is_retry());  // the new one works
-  // ... for posts too (a handle with a generation tag goes the checked slow way): a send to
-  // itself, matched by a receive, both completing on the new queue.
+  // ... for posts too: a handle with a generation tag (the freed memory, reused) is checked
+  // under its tag and read below through comp_of. A send to itself, matched by a receive,
+  // both completing on the new queue.
+  ASSERT_NE(reinterpret_cast<uintptr_t>(again.p) >> 48, 0u) << "not the reused memory";
   int got = 0;
   weft::status_t r = weft::post_recv(0, &got, sizeof(got), 7, again);
   weft::status_t s = weft::post_send(0, &v, sizeof(v), 7, again);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -281,6 +282,46 @@ TEST_F(Cont, FreedActiveRequestIsReleasedAfterItsContinuationsRun) {
   for (int i = 0; i < 10000 && r.runs == 0; ++i) weft::progress();
   EXPECT_EQ(r.runs.load(), 1);  // from progress, although poll_only: nobody can test it now
   EXPECT_NE(error_of([&] { weft::cont_request_test(stale); }).find("stale"), std::string::npos);
+}
+
+// A recycled continuation (its handle carries a generation tag) completing an active
+// message that waits in the backlog: the core reads it through the tag when the post is
+// made and again when the backlog retries it, and it runs once with the backlog's status.
+TEST_F(Cont, BackloggedPostWithARecycledContinuation) {
+  weft::device_t d = weft::alloc_device_x().inbox_depth(2)();
+  weft::comp_t cq = weft::alloc_cq();
+  const weft::rcomp_t rc = weft::register_rcomp(cq);
+  weft::comp_t cr = weft::alloc_cont_request();
+  record r;
+  weft::comp_t first = weft::alloc_cont_x(cr, note, &r)();
+  ASSERT_TRUE(weft::arm_cont(first, 0).is_done());  // handed back to this thread's cache
+  weft::status_t st[1];
+  weft::comp_t c = weft::alloc_cont_x(cr, note, &r).statuses(st, 1)();
+  ASSERT_NE(reinterpret_cast<uintptr_t>(c.p) >> 48, 0u) << "not the recycled memory";
+  int v[3] = {1, 2, 3};
+  ASSERT_TRUE(weft::post_am_x(0, &v[0], 4, weft::comp_t{}, rc).device(d)().error.is_done());
+  ASSERT_TRUE(weft::post_am_x(0, &v[1], 4, weft::comp_t{}, rc).device(d)().error.is_done());
+  const weft::status_t bl = weft::post_am_x(0, &v[2], 4, c, rc).device(d).allow_retry(false)();
+  ASSERT_EQ(int(bl.error.errorcode), int(weft::errorcode_t::posted_backlog));
+  EXPECT_TRUE(weft::arm_cont(c, 1).is_posted());
+  int got = 0, sum = 0;
+  for (int i = 0; i < 100000 && (got < 3 || !weft::cont_request_test(cr)); ++i) {
+    weft::progress_x().device(d)();
+    const weft::status_t m = weft::cq_pop(cq);
+    if (!m.error.is_done()) continue;
+    sum += *static_cast<int*>(m.buf);
+    std::free(m.buf);
+    ++got;
+  }
+  EXPECT_EQ(got, 3);
+  EXPECT_EQ(sum, 6);
+  EXPECT_EQ(r.runs.load(), 1);
+  EXPECT_EQ(r.count, 1u);
+  EXPECT_EQ(int(st[0].error.errorcode), int(weft::errorcode_t::done_backlog));
+  EXPECT_EQ(st[0].buf, &v[2]);
+  weft::free_comp(&cr);
+  weft::free_comp(&cq);
+  weft::free_device(&d);
 }
 
 TEST_F(Cont, BadInputIsRefusedClearly) {
