@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <variant>
 
 #include "backlog/backlog_queue.hpp"
@@ -152,7 +153,8 @@ class device_impl final : public net::sink {
   status_t post_in(const comm_args& a);
   status_t post_rendezvous(const comm_args& a, const wire_header& h);
   status_t post_rma(const comm_args& a);
-  void check_remote_access(const char* call, const std::string& arg, const std::string& disp_arg,
+  // Names are views: a put builds no string unless it fails.
+  void check_remote_access(const char* call, std::string_view arg, std::string_view disp_arg,
                            int rank, const rmr_t& m, uint64_t disp, size_t size);
   void check_one_sided(const comm_args& a);
   status_t post_list(const comm_args& a);

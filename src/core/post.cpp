@@ -190,17 +190,17 @@ request* device_impl::alloc_outgoing(const comm_args& a, bool is_am) {
 // get_rmr, inside the region, and still registered where the backend can tell (shm: the
 // owner's region table). Whoever touches the memory checks again. `arg` names the handle
 // in errors, `disp_arg` the offset.
-void device_impl::check_remote_access(const char* call, const std::string& arg,
-                                      const std::string& disp_arg, int rank, const rmr_t& m,
+void device_impl::check_remote_access(const char* call, std::string_view arg,
+                                      std::string_view disp_arg, int rank, const rmr_t& m,
                                       uint64_t disp, size_t size) {
-  if (m.is_empty()) util::fail(call, arg, "empty", "not a handle from get_rmr");
+  if (m.is_empty()) util::fail(call, std::string(arg), "empty", "not a handle from get_rmr");
   if (disp > m.size || size > m.size - disp)
-    util::fail(call, disp_arg, std::to_string(disp),
+    util::fail(call, std::string(disp_arg), std::to_string(disp),
                "an access of " + std::to_string(size) + " bytes there overruns the region of " +
                    std::to_string(m.size) + " bytes");
   if (const char* why =
           net->check_remote(rank, m.base + disp, size, net::rkey_t{m.key, m.generation}))
-    util::fail(call, arg,
+    util::fail(call, std::string(arg),
                "region " + std::to_string(m.key) + " generation " + std::to_string(m.generation) +
                    " of rank " + std::to_string(rank),
                why);

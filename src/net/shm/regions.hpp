@@ -35,7 +35,10 @@ struct alignas(util::cache_line) region_entry {
   std::atomic<uint64_t> name_key, name_generation;
   uint64_t base;
   uint64_t size;
-  std::atomic<uint32_t> users;  // accesses in progress, by any local rank
+  // Accesses in progress, by any local rank. A line of its own: the owner's inline puts
+  // hold the region on every put, and sharing the line with the fields above made each
+  // initiator's check at posting miss on it again (a cross-core transfer per put).
+  alignas(util::cache_line) std::atomic<uint32_t> users;
 };
 
 class region_table {

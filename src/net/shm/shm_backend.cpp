@@ -111,11 +111,10 @@ std::string shm_context::describe() const {
   s += " (channels " + std::to_string(settings_.nchannels) + ", chunk " +
        std::to_string(settings_.chunk_size) + " B x " + std::to_string(settings_.nslots) +
        " slots); user puts and gets by " +
-       (settings_.rma_auto && cma_ok_   ? "the measured choice (gets by cross-memory attach)"
+       (settings_.rma_auto && cma_ok_     ? "the measured choice (gets by cross-memory attach)"
         : settings_.rma_by_cma && cma_ok_ ? "cross-memory attach"
                                           : "pipelined copy") +
-       "; " +
-       std::to_string(settings_.nlanes) + " inbox lanes; cross-memory attach " +
+       "; " + std::to_string(settings_.nlanes) + " inbox lanes; cross-memory attach " +
        (cma_ok_ ? "permitted" : "not permitted");
   return s;
 }
@@ -554,7 +553,7 @@ bool shm_device::put_inline(int rank, const void* src, size_t size, uint64_t rem
   memcpy(m.note, note, note_len);
   {  // remembered first: the acknowledgment may come before enqueue returns
     util::lock_guard<util::spinlock> g(gets_lock_);
-    puts_.push_back(pending_put{rank, m.ctx});
+    puts_.push(put_ring::entry{rank, m.ctx});
   }
   if (enqueue(rank, kind_put_inline, &m, sizeof(m), src, size)) return true;
   take_put(rank, m.ctx);
@@ -586,14 +585,7 @@ bool shm_device::apply_put_inline(sink& s, int src, const put_inline_msg& m, con
 
 bool shm_device::take_put(int rank, uint64_t ctx) {
   util::lock_guard<util::spinlock> g(gets_lock_);
-  for (size_t i = 0; i < puts_.size(); ++i) {
-    if (puts_[i].rank == rank && puts_[i].ctx == ctx) {
-      puts_[i] = puts_.back();
-      puts_.pop_back();
-      return true;
-    }
-  }
-  return false;
+  return puts_.take(rank, ctx);
 }
 
 bool shm_device::take_get(int rank, uint64_t ctx, pending_get* out) {
@@ -995,7 +987,7 @@ void shm_device::forget_peer(int rank) {
       [rank](const local_event& e) { return e.rank == rank && e.kind == local_event::put_ack; });
   util::lock_guard<util::spinlock> g(gets_lock_);
   std::erase_if(gets_, [rank](const pending_get& p) { return p.rank == rank; });
-  std::erase_if(puts_, [rank](const pending_put& p) { return p.rank == rank; });
+  puts_.erase_if([rank](const put_ring::entry& p) { return p.rank == rank; });
 }
 
 // A cell at a lane's head that a sender claimed and never published stops the lane for

@@ -14,6 +14,7 @@
 #include "net/shm/bell_socket.hpp"
 #include "net/shm/chooser.hpp"
 #include "net/shm/layout.hpp"
+#include "net/shm/put_ring.hpp"
 #include "net/shm/regions.hpp"
 #include "net/shm/segment.hpp"
 #include "net/shm/work_list.hpp"
@@ -140,10 +141,6 @@ class shm_device final : public device {
     uint32_t note_len;
     char note[max_note_size];
   };
-  struct pending_put {  // an inline put of ours, waiting for the target's acknowledgment
-    int rank;
-    uint64_t ctx;
-  };
   struct pending_get {  // a pipelined get of ours, waiting for the target's stream
     int rank;
     uint64_t ctx;
@@ -221,7 +218,7 @@ class shm_device final : public device {
   work_list<deferred> deferred_;
   util::spinlock gets_lock_;  // also guards puts_
   std::vector<pending_get> gets_;
-  std::vector<pending_put> puts_;
+  put_ring puts_;  // our inline puts, awaiting their acknowledgments
   std::atomic<uint64_t> bytes_pipelined_{0}, bytes_cross_memory_{0};
   bell_socket bell_sock_;  // the doorbell as a descriptor (mixed); none for a lone rank
 };
