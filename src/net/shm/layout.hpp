@@ -16,7 +16,7 @@
 namespace weft::net::shm {
 
 inline constexpr uint32_t segment_magic = 0x57454654;  // "WEFT"
-inline constexpr uint32_t layout_version = 8;
+inline constexpr uint32_t layout_version = 9;
 
 struct alignas(util::cache_line) segment_header {
   uint32_t magic;
@@ -129,6 +129,11 @@ struct alignas(util::cache_line) ring_index {
 enum : uint32_t { bell_futex = 1, bell_fd = 2 };
 struct alignas(util::cache_line) bell {
   std::atomic<uint32_t> armed;
+  // Lanes that have carried a cell (bit l: lane l), set by each sending process before its
+  // first claim in a lane: a poll skips the rest. Most programs send to a peer from one
+  // thread, and checking an empty lane cost a poll as much as checking the one in use.
+  // Beside `armed`, which every send reads anyway: both change about never.
+  std::atomic<uint64_t> lanes_used;
 };
 
 // A channel streams one put at a time in chunk-sized slots (single producer: the owner;
