@@ -129,8 +129,8 @@ struct alignas(util::cache_line) ring_index {
 enum : uint32_t { bell_futex = 1, bell_fd = 2 };
 struct alignas(util::cache_line) bell {
   std::atomic<uint32_t> armed;
-  // Lanes that have carried a cell (bit l: lane l), set by each sending process before its
-  // first claim in a lane: a poll skips the rest. Most programs send to a peer from one
+  // Lanes that have carried a cell (bit l: lane l), set by the first sender to claim in a
+  // lane, before its claim: a poll skips the rest. Most programs send to a peer from one
   // thread, and checking an empty lane cost a poll as much as checking the one in use.
   // Beside `armed`, which every send reads anyway: both change about never.
   std::atomic<uint64_t> lanes_used;

@@ -22,45 +22,42 @@ class put_ring {
 
   void push(const entry& e) {
     if (count_ == slots_.size()) grow();
-    slots_[(head_ + count_) & (slots_.size() - 1)] = e;
-    ++count_;
+    at(count_++) = e;
   }
 
   // Removes the put (rank, ctx); false when there is none. The oldest fills the gap, so
   // the others keep their order.
   bool take(int rank, uint64_t ctx) {
-    const size_t mask = slots_.size() - 1;
     for (size_t j = 0; j < count_; ++j) {
-      entry& e = slots_[(head_ + j) & mask];
+      entry& e = at(j);
       if (e.rank != rank || e.ctx != ctx) continue;
-      e = slots_[head_];
-      head_ = (head_ + 1) & mask;
+      e = at(0);
+      head_ = (head_ + 1) & (slots_.size() - 1);
       --count_;
       return true;
     }
     return false;
   }
 
-  // Drops every put for which pred(entry) holds (a dead peer's).
+  // Drops every put for which pred(entry) holds (a dead peer's), in place: the kept ones
+  // move towards the oldest, never over one not yet read.
   template <typename Pred>
   void erase_if(Pred&& pred) {
-    std::vector<entry> kept(slots_.size());
     size_t n = 0;
-    for (size_t j = 0; j < count_; ++j) {
-      const entry& e = slots_[(head_ + j) & (slots_.size() - 1)];
-      if (!pred(e)) kept[n++] = e;
-    }
-    slots_.swap(kept);
-    head_ = 0;
+    for (size_t j = 0; j < count_; ++j)
+      if (!pred(at(j))) at(n++) = at(j);
     count_ = n;
   }
 
   size_t size() const { return count_; }
 
  private:
+  // The j-th oldest put in flight (j < count_, or the free slot at count_).
+  entry& at(size_t j) { return slots_[(head_ + j) & (slots_.size() - 1)]; }
+
   void grow() {  // to the next power of two, oldest first at 0
     std::vector<entry> s(slots_.empty() ? 16 : slots_.size() * 2);
-    for (size_t j = 0; j < count_; ++j) s[j] = slots_[(head_ + j) & (slots_.size() - 1)];
+    for (size_t j = 0; j < count_; ++j) s[j] = at(j);
     slots_.swap(s);
     head_ = 0;
   }

@@ -317,24 +317,19 @@ char* shm_device::slots_of(char* base, uint32_t c) const {
          geometry::align(sizeof(channel_header), 4096);
 }
 
-// Marks lane `l` of peer `p` as used, before this process's first claim in it: the peer's
-// polls look at used lanes only. A poll that read the mask just before the bit landed finds
-// the cell at its next poll; a sleeper rereads every lane's tail, not the mask, so it never
-// sleeps over the cell.
-void shm_device::announce_lane(peer& p, size_t l) {
-  const uint64_t bit = uint64_t(1) << l;
-  p.bell_->lanes_used.fetch_or(bit, std::memory_order_seq_cst);
-  p.announced.fetch_or(bit, std::memory_order_relaxed);
-}
-
 bool shm_device::enqueue(int rank, uint8_t kind, const void* a, size_t alen, const void* b,
                          size_t blen) {
   peer& p = *peers_[size_t(rank)];
   // One thread's messages to one peer share a lane, so they stay in order.
   const size_t li = util::thread_index() % geo_.nlanes;
   const lane& ln = p.lanes[li];
-  if (!(p.announced.load(std::memory_order_relaxed) >> li & 1)) [[unlikely]]
-    announce_lane(p, li);
+  // The peer polls only the lanes marked in its bell (the line this send reads for `armed`
+  // anyway), so the first claim in a lane marks it first. A poll that read the mask just
+  // before the bit landed finds the cell at its next poll; a sleeper rereads every lane's
+  // tail, not the mask, so it never sleeps over the cell.
+  const uint64_t bit = uint64_t(1) << li;
+  if (!(p.bell_->lanes_used.load(std::memory_order_relaxed) & bit)) [[unlikely]]
+    p.bell_->lanes_used.fetch_or(bit, std::memory_order_seq_cst);
   uint64_t pos = ln.tail->value.load(std::memory_order_relaxed);
   for (;;) {
     cell_header* c = ln.cell(pos, mask_);

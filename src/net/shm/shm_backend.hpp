@@ -102,9 +102,6 @@ class shm_device final : public device {
     // A cross-memory copy found the process gone (ESRCH): dead, even while it lingers as
     // a zombie that kill(pid, 0) still finds until its parent reaps it.
     std::atomic<bool> gone{false};
-    // Its lanes this process has marked in its bell's lanes_used (a sender's first claim
-    // in a lane marks it there first).
-    std::atomic<uint64_t> announced{0};
     chooser choose;        // how rendezvous data to this peer moves (WEFT_SHM_PUT=auto)
     bell_address bell_at;  // its device's doorbell socket
   };
@@ -158,7 +155,6 @@ class shm_device final : public device {
   };
 
   bool enqueue(int rank, uint8_t kind, const void* a, size_t alen, const void* b, size_t blen);
-  void announce_lane(peer& p, size_t l);
   [[gnu::noinline, gnu::cold]] void ring_bell(peer& p);
   uint32_t arm_bell(uint32_t bit);
   // body: the cell's body slot, where the message is when it does not fit inline. Core
