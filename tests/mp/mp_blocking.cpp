@@ -2,9 +2,9 @@
 // blocking: progress_x().block_us() really sleeps until a message arrives. Rank 0 waits for
 // an active message, calling progress with a 2-second block each time; the sender sends it
 // 300 ms after a barrier. Rank 0 checks the message, that it waited
-// (at least 250 ms) and was woken by the message (within 2 s, long before its block ran
-// out), and counts how often progress returned meanwhile: with a wait object (the shm
-// futex or doorbell socket, libfabric's wait fd, UCX's event fd) a handful of times; a
+// (at least 250 ms, counted from before the barrier) and was woken by the message (within 2 s, long
+// before its block ran out), and counts how often progress returned meanwhile: with a wait object
+// (the shm futex or doorbell socket, libfabric's wait fd, UCX's event fd) a handful of times; a
 // backend that can only nap (MP_TEST_MAY_NAP=1 in the test's environment: libfabric's shm
 // provider has no wait fd) is allowed thousands.
 #include <cstdio>
@@ -21,13 +21,16 @@ namespace {
 void wake_once(int from, weft::comp_t cq, weft::rcomp_t rc, bool may_nap) {
   using namespace mp;
   const int me = weft::get_rank_me();
+  // Rank 0's clock starts before it enters the barrier: the sender cannot leave the barrier
+  // before rank 0 has entered it, so the message is sent at least 300 ms after t0 however
+  // far apart the ranks leave the barrier on a loaded host (CI once saw 60 ms).
+  const double t0 = now_s();
   weft::barrier();
   if (me == from) {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     int v = 4200 + from;
     post_until([&] { return weft::post_am(0, &v, sizeof(v), weft::comp_t{}, rc); });
   } else if (me == 0) {
-    const double t0 = now_s();
     long calls = 0;
     weft::status_t s;
     do {
