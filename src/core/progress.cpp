@@ -2,6 +2,7 @@
 // The progress engine (LCI paper Figure 1): retry the backlog, poll the backend, match
 // arrivals, signal completion objects, continue rendezvous transfers, and turn the
 // operations waiting on a dead peer into errors.
+#include <sched.h>
 #include <time.h>
 
 #include <cstdlib>
@@ -138,7 +139,11 @@ error_t device_impl::progress() {
     if (!what.empty())
       util::fail("progress", "incoming message", what, "malformed (WEFT_WIRE_ERRORS_FATAL is set)");
   }
-  return n ? errorcode_t::done : errorcode_t::retry;
+  if (n) return errorcode_t::done;
+  // Oversubscribed (WEFT_YIELD): what this caller waits for needs another process's turn
+  // on the core, so give it now rather than spin out the time slice.
+  if (yield_when_idle) sched_yield();
+  return errorcode_t::retry;
 }
 
 // False leaves the message with the backend (back-pressure; see net::sink): nothing is

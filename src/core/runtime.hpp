@@ -61,7 +61,8 @@ class runtime_impl {
   WEFT_GENERATIONAL_MEMORY  // behind runtime_t handles, which carry a generation
   runtime_impl(const runtime_args& a, bool global);
   void resolve_attributes(const runtime_args& a, const char* call);
-  bool print_stats_ = false;  // WEFT_STATS: devices' counters to stderr when freed
+  bool print_stats_ = false;     // WEFT_STATS: devices' counters to stderr when freed
+  bool yield_when_idle = false;  // WEFT_YIELD: progress gives the core away when idle
   ~runtime_impl();
 
   int rank() const { return boot->rank(); }
