@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "core/runtime.hpp"
 
-#include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -63,20 +63,18 @@ runtime_impl* resolve_runtime(runtime_t rt, const char* call) {
 
 namespace {
 
-// WEFT_YIELD: auto yields when the ranks of this host outnumber the CPUs this process may
-// run on. Spinning there takes the core from the very rank being waited for until the
-// scheduler's time slice ends (milliseconds per round trip: a 4-rank job of 20000 waited
-// puts took 40 s on 2 cores).
+// WEFT_YIELD: auto yields when the ranks of this host outnumber its CPUs online. Spinning
+// there takes the core from the very rank being waited for until the scheduler's time
+// slice ends (milliseconds per round trip: a 4-rank job of 20000 waited puts took 40 s on
+// 2 cores). Not this process's affinity mask: a launcher that binds each rank to a core of
+// its own leaves one CPU in each mask, and those ranks must spin.
 bool decide_yield(int local_ranks) {
   const std::string mode = util::get_text(util::setting::yield);
   if (mode != "auto") return mode == "on";
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) return false;
-  const int cpus = CPU_COUNT(&set);
-  const bool over = local_ranks > cpus;
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  const bool over = cpus > 0 && local_ranks > cpus;
   if (over)
-    WEFT_LOG(info, "progress yields when idle: %d ranks on this host, %d CPUs (WEFT_YIELD=auto)",
+    WEFT_LOG(info, "progress yields when idle: %d ranks on this host, %ld CPUs (WEFT_YIELD=auto)",
              local_ranks, cpus);
   return over;
 }
