@@ -26,7 +26,6 @@ device_impl::device_impl(runtime_impl& r, int idx, packet_pool_impl* p, size_t i
       backlog(r.attr.backlog_size + 2 * r.attr.max_requests + 1024),
       eager_limit(r.attr.eager_size),
       inject_limit(r.attr.inject_size),
-      yield_when_idle(r.yield_when_idle),
       dead_(new std::atomic<bool>[size_t(r.size())]) {
   for (int i = 0; i < r.size(); ++i) dead_[size_t(i)].store(false);
   net::device_config cfg{r.attr.packet_size, inbox_depth};

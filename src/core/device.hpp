@@ -135,7 +135,6 @@ class device_impl final : public net::sink {
   size_t inject_limit;
   std::atomic<uint32_t> barrier_epoch{0};
   device_counters counters;
-  const bool yield_when_idle;  // the runtime's WEFT_YIELD, read here without a hop
 
  private:
   // Reports what is wrong with `a` (util::fail); out of line so post's frame stays small.

@@ -142,7 +142,7 @@ error_t device_impl::progress() {
   if (n) return errorcode_t::done;
   // Oversubscribed (WEFT_YIELD): what this caller waits for needs another process's turn
   // on the core, so give it now rather than spin out the time slice.
-  if (yield_when_idle) sched_yield();
+  if (rt.yield_when_idle) sched_yield();
   return errorcode_t::retry;
 }
 

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // blocking: progress_x().block_us() really sleeps until a message arrives. Rank 0 waits for
 // an active message, calling progress with a 2-second block each time; the sender sends it
-// 300 ms after a barrier. Rank 0 checks the message, that it waited
-// (at least 250 ms, counted from before the barrier) and was woken by the message (within 2 s, long
-// before its block ran out), and counts how often progress returned meanwhile: with a wait object
+// 300 ms after a barrier. Rank 0 checks the message, that it waited (at least 250 ms,
+// counted from before the barrier) and was woken by the message (within 2 s, long before
+// its block ran out), and counts how often progress returned meanwhile: with a wait object
 // (the shm futex or doorbell socket, libfabric's wait fd, UCX's event fd) a handful of times; a
 // backend that can only nap (MP_TEST_MAY_NAP=1 in the test's environment: libfabric's shm
 // provider has no wait fd) is allowed thousands.
