@@ -31,13 +31,19 @@ def configurations(quick, threads):
     """Every run of a round, the same iterations for every system."""
     it = 20000 if quick else 200000
     lat_it = 20000 if quick else 100000
+    # Message rates: a million messages per lane (about 0.06 s at Weft's rate, 0.4 s at the
+    # slowest MPI row). At 200 000 a run lasted 11 ms, and one pause of the VM of a few ms
+    # in either thread of a two-thread run (the figure is messages over the slower thread's
+    # time) cut it by a third: the loopback 2-thread rows read 23-35 M/s from run to run
+    # where a million messages read 32-35.
+    rate_it = 100000 if quick else 1000000
     sizes = "8,1024,65536,4194304" if quick else "8,64,512,4096,32768,65536,262144,1048576,4194304"
     bench = lambda s, n, bind, args: dict(kind="bench", system=s, n=n, bind=bind, bin="bench_" + s, args=args)
     cfgs = [dict(kind="probe", system="probe", args=["all", "--trials", "1"])]
     for s in ("weft", "mpich", "openmpi"):
         for api in ("am", "sr"):
             cfgs.append(bench(s, 2, True, ["lat", "--mode", api, "--iters", str(lat_it)]))
-            cfgs.append(bench(s, 2, True, ["rate", "--mode", api, "--iters", str(it)]))
+            cfgs.append(bench(s, 2, True, ["rate", "--mode", api, "--iters", str(rate_it)]))
         cfgs.append(bench(s, 2, True, ["bw", "--mode", "sr", "--sizes", sizes, "--iters", str(it // 2)]))
         # One 4 MiB transfer in flight: the copy probes' working set.
         cfgs.append(bench(s, 2, True, ["bw", "--mode", "sr", "--sizes", "4194304", "--window", "1", "--iters", str(it // 2)]))
@@ -46,8 +52,8 @@ def configurations(quick, threads):
     bw_bytes = (1 << 30) * (it // 2) // 100000
     for test, size, api, workload in peers.UCX_TESTS:
         cfgs.append(dict(kind="ucx", system="ucx", test=test, size=size, api=api, workload=workload,
-                         iters=peers.ucx_iters(workload, size, lat_it, it, bw_bytes)))
-    cfgs.append(bench("weft", 2, True, ["rate", "--mode", "am", "--am-buffer", "packet", "--iters", str(it)]))
+                         iters=peers.ucx_iters(workload, size, lat_it, rate_it, bw_bytes)))
+    cfgs.append(bench("weft", 2, True, ["rate", "--mode", "am", "--am-buffer", "packet", "--iters", str(rate_it)]))
     cfgs.append(dict(kind="bench", system="weft", n=2, bind=True, bin="bench_put_notify",
                      args=["--sizes", "8", "--iters", str(lat_it)]))
     # Thread mode across processes: 2 ranks x t threads, not bound.
@@ -55,16 +61,16 @@ def configurations(quick, threads):
         if t < 2:
             continue
         for res in ("dedicated", "shared", "shared_cq"):
-            cfgs.append(bench("weft", 2, False, ["rate", "--mode", "am", "--threads", str(t), "--resources", res, "--iters", str(it)]))
-        cfgs.append(bench("weft", 2, False, ["rate", "--mode", "sr", "--threads", str(t), "--resources", "dedicated", "--iters", str(it)]))
+            cfgs.append(bench("weft", 2, False, ["rate", "--mode", "am", "--threads", str(t), "--resources", res, "--iters", str(rate_it)]))
+        cfgs.append(bench("weft", 2, False, ["rate", "--mode", "sr", "--threads", str(t), "--resources", "dedicated", "--iters", str(rate_it)]))
         for s in ("mpich", "openmpi"):
-            cfgs.append(bench(s, 2, False, ["rate", "--mode", "am", "--threads", str(t), "--resources", "dedicated", "--iters", str(it)]))
+            cfgs.append(bench(s, 2, False, ["rate", "--mode", "am", "--threads", str(t), "--resources", "dedicated", "--iters", str(rate_it)]))
     # One process, each thread exchanging with itself (loopback).
     for t in sorted(set(threads) | {1}):
         for s in ("weft", "mpich", "openmpi"):
-            cfgs.append(bench(s, 1, False, ["rate", "--mode", "am", "--threads", str(t), "--resources", "dedicated", "--iters", str(it)]))
+            cfgs.append(bench(s, 1, False, ["rate", "--mode", "am", "--threads", str(t), "--resources", "dedicated", "--iters", str(rate_it)]))
         if t > 1:
-            cfgs.append(bench("weft", 1, False, ["rate", "--mode", "am", "--threads", str(t), "--resources", "shared", "--iters", str(it)]))
+            cfgs.append(bench("weft", 1, False, ["rate", "--mode", "am", "--threads", str(t), "--resources", "shared", "--iters", str(rate_it)]))
     cfgs.append(dict(kind="resources", system="weft", args=[str(max(threads)), "200000" if quick else "2000000"]))
     return cfgs
 
