@@ -5,6 +5,7 @@
 # - no file but src/util/settings.cpp reads the environment;
 # - every environment-only row is read somewhere (a row nothing reads is a dead setting);
 # - a misspelt WEFT_* variable is named with the nearest setting, and a correct run is silent;
+# - WEFT_YIELD=auto yields exactly when a host runs more ranks than it has CPUs;
 # - weft-info prints its three forms, and weftrun --version its version.
 # Arguments: weftrun mp_test source-dir build-dir.
 set -u
@@ -43,6 +44,20 @@ grep -q "WEFT_SHM_LANE is set but Weft has no such setting; did you mean WEFT_SH
 "$weftrun" -n 2 "$mp" matrix >"$out" 2>&1 || { cat "$out"; fail "weftrun -n 2 matrix"; }
 grep -q "no such setting" "$out" && { cat "$out"; fail "a correct run warned of an unknown variable"; }
 pass "a misspelt variable is named; a correct weftrun run is silent"
+
+# WEFT_YIELD=auto: a job of as many ranks as the host has CPUs online spins (the first rule
+# counted each rank's one-CPU affinity mask and yielded there); one rank more yields, and
+# every rank says so at info level.
+cpus=$(getconf _NPROCESSORS_ONLN)
+said="progress yields when idle: $((cpus + 1)) ranks on this host, $cpus CPUs (WEFT_YIELD=auto)"
+WEFT_LOG_LEVEL=info "$weftrun" -n "$cpus" "$mp" matrix >"$out" 2>&1 \
+  || { cat "$out"; fail "weftrun -n $cpus matrix (WEFT_YIELD=auto)"; }
+grep -q "progress yields when idle" "$out" && { cat "$out"; fail "auto yields with $cpus ranks on $cpus CPUs"; }
+WEFT_LOG_LEVEL=info "$weftrun" -n $((cpus + 1)) "$mp" matrix >"$out" 2>&1 \
+  || { cat "$out"; fail "weftrun -n $((cpus + 1)) matrix (WEFT_YIELD=auto)"; }
+[ "$(grep -cF "$said" "$out")" = $((cpus + 1)) ] \
+  || { cat "$out"; fail "not every one of $((cpus + 1)) ranks on $cpus CPUs said it yields"; }
+pass "WEFT_YIELD=auto: $cpus ranks on $cpus CPUs spin, $((cpus + 1)) yield"
 
 "$info" >"$out" 2>&1 || fail "weft-info"
 for want in "^Build" "version  *[0-9]" "^Backends" "  shm  *built in" "cross-memory attach" \
