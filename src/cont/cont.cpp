@@ -204,11 +204,38 @@ void cont_request_impl::retire(cont_impl* c) {
   } else {
     util::gen::release(c);
   }
-  const int64_t now = state_.fetch_sub(one_active, std::memory_order_seq_cst) - one_active;
+  if (t_progress.depth > 0 && (t_credit.req == this || !t_credit.req)) {
+    t_credit.req = this;
+    ++t_credit.n;
+    t_progress.at_exit = &flush_credit;
+    return;
+  }
+  hand_back(1);
+}
+
+void cont_request_impl::flush_credit() {
+  auto* r = const_cast<cont_request_impl*>(t_credit.req);
+  const int64_t n = t_credit.n;
+  t_credit = {nullptr, 0};
+  t_progress.at_exit = nullptr;
+  if (n) r->hand_back(n);
+}
+
+void cont_request_impl::refill_reserve() {
+  // The batch is in state_ before the reserve says so: a reader that sees the reserve
+  // sees the batch too (reserve_ is released after, acquired before state_).
+  state_.fetch_add(one_active * (reserve_batch + 1), std::memory_order_acq_rel);
+  reserve_.store(reserve_batch, std::memory_order_release);
+}
+
+void cont_request_impl::hand_back(int64_t n) {
+  const int64_t now = state_.fetch_sub(n * one_active, std::memory_order_seq_cst) - n * one_active;
   // Watchers learn it, held or not. The flag is set before a watcher checks idleness and
   // read after this count drops (both sequentially consistent), so one of the two sees
   // the other: no lock taken here while nobody watches.
-  if (now < one_active && has_watchers_.load(std::memory_order_seq_cst)) on_idle();
+  if (now - reserve_.load(std::memory_order_acquire) * one_active < one_active &&
+      has_watchers_.load(std::memory_order_seq_cst))
+    on_idle();
   if (now == 0) delete this;  // freed, and this was its last continuation
 }
 
@@ -227,9 +254,10 @@ void cont_request_impl::on_idle() {
 }
 
 error_t cont_request_impl::watch(comp_impl* comp) {
+  flush_own();
   util::lock_guard<util::spinlock> g(watch_lock_);
   has_watchers_.store(true, std::memory_order_seq_cst);
-  if (state_.load(std::memory_order_seq_cst) < one_active) return errorcode_t::done;
+  if (active_units() < one_active) return errorcode_t::done;
   comp->pending.fetch_add(1, std::memory_order_relaxed);
   watchers_.push_back(comp);
   return errorcode_t::posted;
@@ -247,16 +275,18 @@ bool cont_request_impl::test() {
   progress_x().runtime(a_.runtime)();
   if (t_cont_depth == 0)  // inside a continuation nothing more runs (seed 3.1)
     run_queued(a_.max_poll < 0 ? SIZE_MAX : size_t(a_.max_poll));
+  flush_own();  // tested inside a progress call: what this thread retired counts now
   return idle();
 }
 
 cont_request_info_t cont_request_impl::info() const {
+  flush_own();
   return cont_request_info_t{a_.poll_only,
                              a_.enqueue_complete,
                              a_.async_signal_safe,
                              a_.max_poll,
                              a_.thread,
-                             size_t(state_.load(std::memory_order_acquire) / one_active),
+                             size_t(active_units() / one_active),
                              queued_.load(std::memory_order_acquire)};
 }
 
@@ -269,7 +299,10 @@ bool cont_request_impl::free_self() {
   if (t_cont_depth == 0 && (!t_weft_thread || a_.thread == cont_thread_t::any))
     run_queued(SIZE_MAX);
   while (cont_impl* c = pop()) orphan(c);
-  if (state_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  // The reserve goes back with the handle's count: no allocation takes from it after
+  // freed_ (one racing with free_comp is the program's error, as any use after free).
+  const int64_t back = 1 + reserve_.exchange(0, std::memory_order_acq_rel) * one_active;
+  if (state_.fetch_sub(back, std::memory_order_acq_rel) == back) delete this;
   return true;
 }
 

@@ -38,6 +38,16 @@ struct spare_cache {
 };
 inline thread_local spare_cache t_spare __attribute__((tls_model("initial-exec")));
 
+// Continuations of one request that this thread retired inside its current progress call
+// and has not yet taken off the request's count: one atomic update per progress call instead
+// of one per continuation. The request looks active a little longer, until that call
+// returns, as if they had run then; a reader on this thread flushes first.
+struct handback_credit {
+  const cont_request_impl* req;
+  int64_t n;
+};
+inline thread_local handback_credit t_credit __attribute__((tls_model("initial-exec")));
+
 // Set on threads that Weft's layers start (mark_weft_thread).
 // initial-exec: read on every continuation; the default model calls __tls_get_addr in a
 // shared library.
@@ -112,10 +122,18 @@ class cont_request_impl final : public comp_impl {
 
   // Registers a new continuation. Inline: the body is built just before, and a copy
   // through memory would load it while its stores are in flight (a store-forwarding stall).
-  cont_impl* make(const cont_body& body) {
+  [[gnu::always_inline]] cont_impl* make(const cont_body& body) {
     if (freed_.load(std::memory_order_acquire)) [[unlikely]]
       refuse_make();
-    state_.fetch_add(one_active, std::memory_order_acq_rel);
+    // One that this thread retired in the same progress call (a continuation posting the
+    // next operation of a chain) still holds its count: take that instead of an atomic add.
+    // On the thread that allocated the request, a count taken ahead (reserve_) does it.
+    if (t_credit.req == this && t_credit.n > 0)
+      --t_credit.n;
+    else if (owner_ == &t_spare)
+      take_reserve();
+    else
+      state_.fetch_add(one_active, std::memory_order_acq_rel);
     if (t_spare.n == 0) [[unlikely]]
       return new cont_impl(this, body);
     void* mem = t_spare.objs[--t_spare.n];
@@ -126,7 +144,12 @@ class cont_request_impl final : public comp_impl {
   void on_ready(cont_impl* c);
   void enqueue(cont_impl* c);
   // A continuation ran (or completed at arm): recycled, and the request may become idle.
+  // Inside a progress call it only counts the hand-back for this thread (handback_credit),
+  // and the outermost call's end hands back the batch with one atomic update.
   void retire(cont_impl* c);
+  // Hands back this thread's deferred count: the progress scope's end, and whoever reads
+  // the request's state on this thread meanwhile (test, watch, info).
+  static void flush_credit();
   bool test();
   error_t watch(comp_impl* comp);
   cont_request_info_t info() const;
@@ -140,14 +163,39 @@ class cont_request_impl final : public comp_impl {
   cont_impl* pop();
   size_t run_queued(size_t max);
   void on_idle();
+  void hand_back(int64_t n);  // n continuations retired: the count drops, idle or released
+  void flush_own() const {
+    if (t_credit.req == this) flush_credit();
+  }
 
-  // Twice the active continuations, plus one while the program holds the handle: the
-  // request is idle when it is at most 1, and released when it reaches 0.
+  // The owner's next continuation takes one of the counts it added to state_ ahead.
+  [[gnu::always_inline]] void take_reserve() {
+    const int64_t r = reserve_.load(std::memory_order_relaxed);
+    if (r == 0) [[unlikely]]
+      return refill_reserve();
+    reserve_.store(r - 1, std::memory_order_release);
+  }
+  void refill_reserve();
+  // Twice the active continuations, plus twice the reserve, plus one while the program
+  // holds the handle. Active: state_ less the reserve, read first (see reserve_).
   static constexpr int64_t one_active = 2;
-  bool idle() const { return state_.load(std::memory_order_acquire) < one_active; }
+  int64_t active_units() const {
+    const int64_t r = reserve_.load(std::memory_order_acquire);
+    return state_.load(std::memory_order_acquire) - r * one_active;
+  }
+  bool idle() const { return active_units() < one_active; }
 
   const detail::cont_request_args a_;
   std::atomic<int64_t> state_{1};
+  // Registrations that the allocating thread (owner_, the address of its t_spare) took
+  // ahead, in a batch: it registers a continuation by a plain store here instead of an
+  // atomic add on state_, which already counts the batch. Only the owner writes it (free_self
+  // too, after freed_ stops the owner's allocations), always after adding a batch to state_;
+  // a reader loads it before state_, so a stale value can only make the request look more
+  // active, never idle while a continuation whose allocation it could know of is active.
+  static constexpr int64_t reserve_batch = 64;
+  const void* const owner_ = &t_spare;
+  std::atomic<int64_t> reserve_{0};
   std::atomic<bool> testing_{false};
   std::atomic<bool> freed_{false};
   util::spinlock queue_lock_;

@@ -137,6 +137,8 @@ class device_impl final : public net::sink {
   device_counters counters;
 
  private:
+  // One pass of progress: the backlog, the backend's poll, the periodic check.
+  error_t progress_once();
   // Reports what is wrong with `a` (util::fail); out of line so post's frame stays small.
   [[noreturn, gnu::noinline, gnu::cold]] void refuse_post(const comm_args& a);
   // The signal `c` could not take now, retried from the backlog.

@@ -10,6 +10,7 @@
 
 #include "comp/comp.hpp"
 #include "core/device.hpp"
+#include "core/hooks.hpp"
 #include "core/runtime.hpp"
 #include "match/matching_engine.hpp"
 #include "pool/packet_pool.hpp"
@@ -114,7 +115,7 @@ void device_impl::wire_error(int rank, const std::string& what) {
   rt.report_wire_error(rank, what);
 }
 
-error_t device_impl::progress() {
+inline error_t device_impl::progress_once() {
   const uint32_t polls = util::next_thread_poll();
   size_t n = backlog.drain([this](backlog_item& it) { return run_backlog_item(it); });
   n += net->poll(*this, 32);
@@ -144,6 +145,11 @@ error_t device_impl::progress() {
   // on the core, so give it now rather than spin out the time slice.
   if (rt.yield_when_idle) sched_yield();
   return errorcode_t::retry;
+}
+
+error_t device_impl::progress() {
+  progress_scope scope;  // what a completion put off until this call returns runs at its end
+  return progress_once();
 }
 
 // False leaves the message with the backend (back-pressure; see net::sink): nothing is

@@ -144,6 +144,73 @@ TEST_F(Cont, WithoutPollOnlyProgressRunsIt) {
   weft::free_comp(&cr);
 }
 
+// A continuation that runs inside a progress call hands itself back to its request when that
+// call returns (one atomic update per call, not one per continuation); a reader on the same
+// thread before then (a handler run later in the same call) must still see it gone, and a
+// continuation that allocates the next one of a chain inside the call keeps the count exact.
+struct chain {
+  weft::comp_t cr;
+  int runs = 0, links = 0;
+  uint64_t in = 0, out = 7;
+};
+void chain_next(weft::status_t*, size_t, void* data) {
+  auto* ch = static_cast<chain*>(data);
+  if (++ch->runs >= ch->links) return;
+  weft::comp_t c = weft::alloc_cont_x(ch->cr, chain_next, ch)();
+  weft::arm_cont(c, size_t(recv_and_send(c, &ch->in, &ch->out, weft::tag_t(30 + ch->runs % 2))));
+}
+
+TEST_F(Cont, RetiredInsideProgressIsGoneForItsOwnThread) {
+  weft::comp_t cr = weft::alloc_cont_request();
+  record r;
+  size_t active_seen = 99;
+  bool idle_seen = false;
+  weft::comp_t h = weft::alloc_handler([&](weft::status_t) {
+    active_seen = weft::cont_request_info(cr).active;
+    idle_seen = weft::cont_request_test(cr);
+  });
+  uint64_t in[2] = {0, 0}, out[2] = {1, 2};
+  weft::comp_t c = weft::alloc_cont_x(cr, note, &r)();
+  const bool posted = weft::post_recv(0, &in[0], 8, 20, c).error.is_posted();
+  ASSERT_TRUE(posted);
+  ASSERT_TRUE(weft::post_recv(0, &in[1], 8, 21, h).error.is_posted());
+  ASSERT_TRUE(weft::arm_cont(c, 1).is_posted());
+  // Both sends before any progress: one progress call delivers both, the continuation first.
+  for (int k = 0; k < 2; ++k)
+    while (weft::post_send(0, &out[k], 8, weft::tag_t(20 + k), weft::comp_t{}).error.is_retry())
+      weft::progress();
+  for (int i = 0; i < 10000 && in[1] == 0; ++i) weft::progress();
+  EXPECT_EQ(r.runs.load(), 1);
+  EXPECT_EQ(in[0], 1u);
+  EXPECT_EQ(active_seen, 0u);
+  EXPECT_TRUE(idle_seen);
+  EXPECT_EQ(weft::cont_request_info(cr).active, 0u);
+  weft::free_comp(&h);
+  weft::free_comp(&cr);
+}
+
+TEST_F(Cont, ChainAllocatedInsideProgressKeepsTheCountExact) {
+  chain ch;
+  ch.cr = weft::alloc_cont_request();
+  ch.links = 200;
+  weft::comp_t c = weft::alloc_cont_x(ch.cr, chain_next, &ch)();
+  weft::arm_cont(c, size_t(recv_and_send(c, &ch.in, &ch.out, 30)));
+  weft::cont_request_wait(ch.cr);
+  EXPECT_EQ(ch.runs, 200);
+  EXPECT_EQ(ch.in, 7u);
+  EXPECT_EQ(weft::cont_request_info(ch.cr).active, 0u);
+  // The request takes new continuations afterwards, and reports each.
+  record r;
+  weft::comp_t d = weft::alloc_cont_x(ch.cr, note, &r)();
+  EXPECT_EQ(weft::cont_request_info(ch.cr).active, 1u);
+  uint64_t in = 0, out = 3;
+  weft::arm_cont(d, size_t(recv_and_send(d, &in, &out, 40)));
+  weft::cont_request_wait(ch.cr);
+  EXPECT_EQ(r.runs.load(), 1);
+  EXPECT_EQ(weft::cont_request_info(ch.cr).active, 0u);
+  weft::free_comp(&ch.cr);
+}
+
 TEST_F(Cont, MaxPollBoundsEachTest) {
   weft::comp_t cr = weft::alloc_cont_request_x().poll_only(true).max_poll(2)();
   record r;
