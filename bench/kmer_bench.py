@@ -11,7 +11,14 @@ by kmer-gen-reads (its arguments are in the summary). Writes bench/results/kmer_
 bench/results/kmer.md and docs/img/kmer_*.png (--quick: under build/kmer-bench).
 
   bench/kmer_bench.py [--build build] [--rounds 3] [--bytes 256e6] [--k 21] [--quick]
+                      [--large] [--yield-when-idle]
                       [--hosts A,B,C --enter SCRIPT --iface BRIDGE --subnet CIDR]
+
+--large measures an input of a few GiB (2e9 bytes unless --bytes says otherwise) with the
+Bloom filter on (counting exactly, the table of every distinct k-mer would not fit beside
+jellyfish's in this machine's memory): 2 ranks x 1 thread, jellyfish counting exactly with 2
+threads; each histogram must keep the filter's rule against jellyfish's (every bin from 2 up
+equal, bin 1 at most jellyfish's). The outputs are named kmer_large*.
 
 With --hosts the ranks run one per host over tcp (bench/kmer_hosts.sh makes the three
 network-namespace hosts and passes these): weft-kmer over libfabric's tcp provider through
@@ -59,15 +66,21 @@ def launch(system, ranks, build, a):
                     # tcp Open MPI would take them for one node and use shared memory
                     "--mca", "pml", "ob1", "--mca", "btl", "tcp,self"]
             cmd += [w for k in sorted(TCP_ENV) for w in ("-x", k)]
+        if a.yield_when_idle:
+            cmd += ["--mca", "mpi_yield_when_idle", "1"]
         cmd += ["-n", str(ranks)]
     return cmd + [exe, "--mpi", system.split()[1]]
 
 
 def env_of(system, a):
-    """The environment of a run: across hosts every system over tcp, "weft ucx" over UCX's."""
-    if not a.hosts:
-        return None
-    return dict(TCP_ENV, WEFT_BACKEND="ucx") if system == "weft ucx" else TCP_ENV
+    """The environment of a run: across hosts every system over tcp, "weft ucx" over UCX's;
+    --yield-when-idle: Weft's progress yields the core when it finds nothing (WEFT_YIELD=on)."""
+    env = dict(TCP_ENV) if a.hosts else {}
+    if system == "weft ucx":
+        env["WEFT_BACKEND"] = "ucx"
+    if a.yield_when_idle and system.startswith("weft"):
+        env["WEFT_YIELD"] = "on"
+    return env
 
 
 def timed(cmd, env=None, limit=1800):
@@ -96,17 +109,24 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--bytes", default="256e6")
+    ap.add_argument("--bytes", default=None, help="input size (256e6; 2e9 with --large)")
     ap.add_argument("--k", type=int, default=21)
     ap.add_argument("--quick", action="store_true", help="one round, 32 MB, no sweep")
     ap.add_argument("--run-timeout", type=float, default=600,
                     help="seconds a run may take; one that outlives it is killed and reported hung")
+    ap.add_argument("--large", action="store_true",
+                    help="a few GiB (--bytes, default 2e9) with the Bloom filter, 2 ranks x 1 thread")
+    ap.add_argument("--yield-when-idle", action="store_true",
+                    help="idle polling yields the core: WEFT_YIELD=on, Open MPI's "
+                         "mpi_yield_when_idle 1 (MPICH has no such setting); outputs *_yield")
     ap.add_argument("--hosts", help="three host addresses A,B,C: one rank on each, over tcp")
     ap.add_argument("--enter", help="--hosts: the command that runs a command on a host (as ssh)")
     ap.add_argument("--iface", help="--hosts: hydra's interface towards the hosts")
     ap.add_argument("--subnet", help="--hosts: the hosts' subnet (Open MPI's interface choice)")
     a = ap.parse_args()
-    name = "kmer_hosts" if a.hosts else "kmer"
+    a.bytes = a.bytes or ("2e9" if a.large else "256e6")
+    name = ("kmer_hosts" if a.hosts else "kmer_large" if a.large else "kmer") + \
+        ("_yield" if a.yield_when_idle else "")
     # --quick is a smoke run: its outputs stay in the build tree, never over the recorded ones.
     a.results = os.path.join(a.build, "kmer-bench") if a.quick else os.path.join(ROOT, "bench", "results")
     a.img = os.path.join(a.build, "kmer-bench") if a.quick else os.path.join(ROOT, "docs", "img")
@@ -130,13 +150,27 @@ def main():
     mpis = ["%s %s" % (fl, m) for fl in ("mpich", "openmpi") for m in ("multiple", "funneled")
             if os.path.exists(os.path.join(a.build, "apps", "kmer", "mpi-kmer-" + fl))]
     systems = ["weft"] + (["weft ucx"] if a.hosts else []) + mpis
-    configs = [(3, 1), (3, 2)] if a.hosts else [(1, 1), (1, 2), (2, 1), (2, 2)]
+    configs = [(3, 1), (3, 2)] if a.hosts else [(2, 1)] if a.large else [(1, 1), (1, 2), (2, 1), (2, 2)]
     plan = [(r, s, ranks, th, 8192) for r in range(1, a.rounds + 1) for ranks, th in configs
             for s in systems + ["jellyfish"]]
-    if not a.quick and not a.hosts:  # the buffer sweep, one round
+    if not a.quick and not a.hosts and not a.large:  # the buffer sweep, one round
         plan += [(1, s, 2, 1, b * 1024) for b in (1, 2, 4, 8, 16, 32, 64) for s in systems]
     raw, start = [], time.time()
+
+    def app(system, ranks, th, buf, out):
+        return (launch(system, ranks, a.build, a) + ["-k", str(a.k)] +
+                ([] if a.large else ["--exact"]) +
+                ["--threads", str(th), "--buffer", str(buf), "--histo", out, reads])
+
     for i, (r, system, ranks, th, buf) in enumerate(plan):
+        if system != "jellyfish" and (i == 0 or plan[i - 1][1] == "jellyfish"):
+            # Untimed: in this virtual machine the first process after a pause that touches
+            # gigabytes of fresh memory pays the host's first touch of those pages (4.4 s of
+            # system time instead of 2.5 s on a 500 MB input, whichever system ran first),
+            # and that would always be Weft, the first after jellyfish's small table.
+            print("[round %d] warm-up run, untimed" % r, flush=True)
+            timed(app(systems[0], ranks, th, buf, os.path.join(work, "warm.histo")),
+                  env_of(systems[0], a), a.run_timeout)
         flag = float(results([os.path.join(a.build, "bench", "weft-probe"), "flag", "--trials",
                               "1"])[0]["value"])
         print("[%d/%d] round %d %-16s %dx%d buffer %5d (flag probe %.3f us, %.1f min)" %
@@ -145,12 +179,11 @@ def main():
         out = os.path.join(work, "out.histo")
         if system == "jellyfish":
             secs, _ = timed(["jellyfish", "count", "-C", "-m", str(a.k), "-s", "100M", "-t",
-                             str(ranks * th), "-o", os.path.join(work, "jx.jf"), reads])
+                             str(ranks * th), "-o", os.path.join(work, "jx.jf"), reads],
+                            limit=a.run_timeout)
             kmers = total
         else:
-            secs, stdout = timed(launch(system, ranks, a.build, a) +
-                                 ["-k", str(a.k), "--exact", "--threads", str(th), "--buffer",
-                                  str(buf), "--histo", out, reads], env_of(system, a),
+            secs, stdout = timed(app(system, ranks, th, buf, out), env_of(system, a),
                                  a.run_timeout)
             if secs is None:  # hung: reported as such, the others go on
                 print("  hung: killed after %.0f s; its last output:\n%s" %
@@ -161,7 +194,11 @@ def main():
                 continue
             kmers = kmers_of(stdout)
             total = total or kmers
-            if open(out).read() != open(truth).read():
+            if a.large:
+                why = bloom_rule_broken(out, truth)
+                if why:
+                    raise RuntimeError("%s %dx%d: %s" % (system, ranks, th, why))
+            elif open(out).read() != open(truth).read():
                 raise RuntimeError("%s %dx%d: the histogram differs from jellyfish's" % (system, ranks, th))
         raw.append({"round": r, "system": system, "ranks": ranks, "threads": th, "buffer": buf,
                     "seconds": round(secs, 3), "kmers": kmers, "mkmers_per_s": round(kmers / secs / 1e6, 3),
@@ -171,6 +208,23 @@ def main():
         w.writeheader()
         w.writerows(raw)
     report(raw, a, time.time() - start, name)
+
+
+def histogram(path):
+    with open(path) as f:
+        return {int(c): int(n) for c, n in (line.split() for line in f if line.strip())}
+
+
+def bloom_rule_broken(out, truth):
+    """Why a Bloom-filter histogram breaks the rule against the exact one (docs/kmer.md):
+    every bin from 2 up equal, bin 1 at most the exact one; None when it keeps it."""
+    got, want = histogram(out), histogram(truth)
+    for c in sorted(set(got) | set(want)):
+        if c >= 2 and got.get(c, 0) != want.get(c, 0):
+            return "bin %d holds %d k-mers, jellyfish's %d" % (c, got.get(c, 0), want.get(c, 0))
+    if got.get(1, 0) > want.get(1, 0):
+        return "bin 1 holds %d k-mers, more than jellyfish's %d" % (got.get(1, 0), want.get(1, 0))
+    return None
 
 
 def med(raw, **kw):
@@ -190,15 +244,23 @@ def report(raw, a, seconds, name):
     configs = sorted({(x["ranks"], x["threads"]) for x in raw if x["buffer"] == 8192})
     ucx = int("weft ucx" in systems)
     flags = [x["flag_us"] for x in raw]
-    lines = ["Generated by `bench/kmer_bench.py --rounds %d --bytes %s --k %d%s` on %s in %.1f min; "
+    lines = ["Generated by `bench/kmer_bench.py --rounds %d --bytes %s --k %d%s%s` on %s in %.1f min; "
              "flag probe median %.3f us (range %.3f .. %.3f). Input: `kmer-gen-reads %s --bytes %s` "
              "(%d k-mers). Millions of k-mers per second (the input's k-mers over the command's wall "
-             "time), medians over rounds, exact counting, every histogram equal to jellyfish's. "
+             "time), medians over rounds, %s. "
              "2 cores: more threads than 2 oversubscribe them." %
              (a.rounds, a.bytes, a.k, " --hosts (3 namespace hosts over tcp)" if a.hosts else "",
+              (" --large" if a.large else "") + (" --yield-when-idle" if a.yield_when_idle else ""),
               time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), seconds / 60,
               statistics.median(flags), min(flags), max(flags), " ".join(GEN), a.bytes,
-              max(x["kmers"] or 0 for x in raw)) + " A run that outlived the run timeout was killed "
+              max(x["kmers"] or 0 for x in raw),
+              "the Bloom filter on (two passes over the input) for weft-kmer and mpi-kmer, every "
+              "histogram keeping its rule against jellyfish's exact one (bins from 2 up equal, bin 1 "
+              "at most jellyfish's); jellyfish counting exactly" if a.large else
+              "exact counting, every histogram equal to jellyfish's") + " An untimed warm-up "
+             "run precedes the first timed run after jellyfish (the first process to touch "
+             "gigabytes of fresh memory pays the virtual machine's first touch of them)." +
+             " A run that outlived the run timeout was killed "
              "and is counted as hung (median over the others).", "",
              "| ranks x threads | " + " | ".join(systems) + " | Weft / best MPI | Weft / jellyfish |" +
              (" Weft ucx / best MPI |" if ucx else ""),
@@ -240,7 +302,8 @@ def report(raw, a, seconds, name):
     ax.set_xticklabels(["%d x %d" % c for c in configs])
     ax.set_xlabel("ranks x threads (2 cores)")
     ax.set_ylabel("million k-mers / s")
-    ax.set_title("k-mer counting, k = %d, exact%s" % (a.k, ", 3 hosts over tcp" if a.hosts else ""))
+    ax.set_title("k-mer counting, k = %d, %s%s" % (a.k, "%s bytes, Bloom filter" % a.bytes if a.large
+                                                   else "exact", ", 3 hosts over tcp" if a.hosts else ""))
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(os.path.join(a.img, name + "_throughput.png"), dpi=110)
