@@ -233,9 +233,7 @@ void cont_request_impl::hand_back(int64_t n) {
   // Watchers learn it, held or not. The flag is set before a watcher checks idleness and
   // read after this count drops (both sequentially consistent), so one of the two sees
   // the other: no lock taken here while nobody watches.
-  if (now - reserve_.load(std::memory_order_acquire) * one_active < one_active &&
-      has_watchers_.load(std::memory_order_seq_cst))
-    on_idle();
+  if (active_units(now) < one_active && has_watchers_.load(std::memory_order_seq_cst)) on_idle();
   if (now == 0) delete this;  // freed, and this was its last continuation
 }
 

@@ -179,6 +179,10 @@ class cont_request_impl final : public comp_impl {
   // Twice the active continuations, plus twice the reserve, plus one while the program
   // holds the handle. Active: state_ less the reserve, read first (see reserve_).
   static constexpr int64_t one_active = 2;
+  // `state` less the reserve (loaded after `state`: a hand-back's own count).
+  int64_t active_units(int64_t state) const {
+    return state - reserve_.load(std::memory_order_acquire) * one_active;
+  }
   int64_t active_units() const {
     const int64_t r = reserve_.load(std::memory_order_acquire);
     return state_.load(std::memory_order_acquire) - r * one_active;
