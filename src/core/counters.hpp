@@ -23,12 +23,24 @@ class device_counters {
   device_counters() : shards_(new shard[nshards + 1]) {}
 
   // Inline: on the path of every post and arrival.
-  void add(counter_t c, uint64_t n = 1) { bump(own_shard(), c, n); }
-  // One more of `one` and `n` more of `n_of` (a message and its bytes), one index lookup.
+  void add(counter_t c, uint64_t n = 1) {
+    const size_t t = util::thread_index();
+    if (t < nshards) [[likely]]
+      bump_own(shards_[t], c, n);
+    else
+      shards_[nshards].v[size_t(c)].fetch_add(n, std::memory_order_relaxed);
+  }
+  // One more of `one` and `n` more of `n_of` (a message and its bytes), one index lookup
+  // and one test of whose shard it is.
   void add_two(counter_t one, counter_t n_of, uint64_t n) {
-    shard* s = own_shard();
-    bump(s, one, 1);
-    bump(s, n_of, n);
+    const size_t t = util::thread_index();
+    if (t < nshards) [[likely]] {
+      bump_own(shards_[t], one, 1);
+      bump_own(shards_[t], n_of, n);
+    } else {
+      shards_[nshards].v[size_t(one)].fetch_add(1, std::memory_order_relaxed);
+      shards_[nshards].v[size_t(n_of)].fetch_add(n, std::memory_order_relaxed);
+    }
   }
   // Raises a high-water mark to `v` (off the critical path: backlog pushes).
   void raise(counter_t c, uint64_t v) {
@@ -49,18 +61,10 @@ class device_counters {
   struct alignas(64) shard {
     std::atomic<uint64_t> v[ncounters] = {};
   };
-  // The calling thread's shard; past `nshards`, the shared last one.
-  shard* own_shard() const {
-    const size_t t = util::thread_index();
-    return &shards_[t < nshards ? t : nshards];
-  }
   // A shard of its own is written by one thread only: a plain load and store suffice.
-  void bump(shard* s, counter_t c, uint64_t n) const {
-    std::atomic<uint64_t>& a = s->v[size_t(c)];
-    if (s != &shards_[nshards]) [[likely]]
-      a.store(a.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
-    else
-      a.fetch_add(n, std::memory_order_relaxed);
+  static void bump_own(shard& s, counter_t c, uint64_t n) {
+    std::atomic<uint64_t>& a = s.v[size_t(c)];
+    a.store(a.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
   }
   std::unique_ptr<shard[]> shards_;
 };

@@ -151,7 +151,11 @@ class device_impl final : public net::sink {
   bool retry_work(backlog_work::signal& g);
   bool retry_work(backlog_work::control& m);
   bool retry_work(backlog_work::rendezvous_put& r);
-  status_t post_out(const comm_args& a);
+  // A send or active message: inline in post, its rare parts out of line.
+  [[gnu::always_inline]] inline status_t post_out(const comm_args& a);
+  [[gnu::noinline]] status_t post_large(const comm_args& a, wire_header& h);
+  [[gnu::noinline]] void address_send(const comm_args& a, wire_header& h);
+  [[gnu::noinline]] void return_packet(const comm_args& a);
   status_t post_in(const comm_args& a);
   status_t post_rendezvous(const comm_args& a, const wire_header& h);
   status_t post_rma(const comm_args& a);
@@ -175,7 +179,9 @@ class device_impl final : public net::sink {
   };
   status_t match_arrived(const recv_side& recv, request* unexpected, const comm_args* poster);
   void match_posted(request* recv, request* unexpected);
-  bool deliver_am(int rank, const wire_header& h, const char* data, size_t size);
+  // Inline in on_message: one frame for every arriving active message.
+  [[gnu::always_inline]] inline bool deliver_am(int rank, const wire_header& h, const char* data,
+                                                size_t size);
   // Out of line, so that the eager paths above keep a small frame.
   [[gnu::noinline, gnu::cold]] bool on_other_message(int rank, const char* p, size_t len);
   [[gnu::noinline, gnu::cold]] void refuse_am(int rank, const wire_header& h, size_t size);

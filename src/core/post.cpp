@@ -64,6 +64,64 @@ void device_impl::refuse_post(const comm_args& a) {
   util::fail(call, "arguments", "?", "refused without a reason (a check in post is missing here)");
 }
 
+// Above the eager size: the rendezvous protocol. Out of line, with its error reports, so
+// that the eager path keeps a small frame.
+status_t device_impl::post_large(const comm_args& a, wire_header& h) {
+  if (a.buffer_is_packet)
+    util::fail(a.call_name, "size", std::to_string(a.size),
+               "a packet buffer holds at most " + std::to_string(eager_limit) + " bytes");
+  if (!a.allow_posted)
+    util::fail(a.call_name, "allow_posted", "false",
+               "size " + std::to_string(a.size) +
+                   " needs the rendezvous protocol, which "
+                   "cannot complete immediately");
+  h.type = uint8_t(h.type == uint8_t(msg_type::eager_am) ? msg_type::rts_am : msg_type::rts_send);
+  return post_rendezvous(a, h);
+}
+
+// A two-sided send's header fields (out of line: the matching engine may need looking up).
+void device_impl::address_send(const comm_args& a, wire_header& h) {
+  auto* e = a.matching_engine.p ? a.matching_engine.p : rt.engine_or_fail(a.call_name);
+  h.type = uint8_t(msg_type::eager_send);
+  h.target = e->id();
+  h.policy = uint8_t(a.matching_policy);
+}
+
+// What a packet buffer goes back to once its message left.
+void device_impl::return_packet(const comm_args& a) {
+  auto* p = a.packet_pool.p ? a.packet_pool.p : rt.pool_owning(a.local_buffer);
+  if (p) p->put(a.local_buffer);
+}
+
+status_t device_impl::post_out(const comm_args& a) {
+  wire_header h{};
+  h.version = wire_version;
+  h.set_tag(a.tag);
+  if (a.remote_comp != rcomp_null) {
+    if (a.remote_comp >= rt.rcomp_count()) [[unlikely]]
+      refuse_post(a);
+    h.type = uint8_t(msg_type::eager_am);
+    h.target = a.remote_comp;
+  } else {
+    address_send(a, h);
+  }
+  if (a.size > eager_limit) [[unlikely]]
+    return post_large(a, h);
+  // Completed at once but signalled (allow_done false): a full queue's signal would wait
+  // in the backlog, so the backlog's bound applies.
+  if (!a.allow_done && !a.internal && backlog_over()) [[unlikely]]
+    return retry_or_backlog(a, errorcode_t::retry_backlog);
+  if (!net->try_send(a.rank, &h, sizeof(h), a.local_buffer, a.size)) [[unlikely]]
+    return retry_or_backlog(a, errorcode_t::retry_nomem);
+  counters.add_two(a.size <= inject_limit ? counter_t::sent_inject : counter_t::sent_eager,
+                   counter_t::bytes_sent, a.size);
+  if (a.buffer_is_packet) return_packet(a);
+  if (a.allow_done) [[likely]]
+    return immediate(a, errorcode_t::done);
+  complete(comp_of(a), immediate(a, errorcode_t::done), false);
+  return immediate(a, errorcode_t::posted);
+}
+
 status_t device_impl::post(const comm_args& a) {
   // Every check in one test; the report, which needs strings, is out of line.
   if (a.rank < 0 || a.rank >= rt.size() || (!a.local_buffer && a.size) || a.size > max_msg_size ||
@@ -125,50 +183,6 @@ status_t device_impl::retry_or_backlog(const comm_args& a, errorcode_t code) {
   }
   counted_backlog_push();
   return immediate(a, errorcode_t::posted_backlog);
-}
-
-status_t device_impl::post_out(const comm_args& a) {
-  const bool am = a.remote_comp != rcomp_null;
-  wire_header h{};
-  h.version = wire_version;
-  h.set_tag(a.tag);
-  if (am) {
-    if (a.remote_comp >= rt.rcomp_count()) refuse_post(a);
-    h.type = uint8_t(msg_type::eager_am);
-    h.target = a.remote_comp;
-  } else {
-    auto* e = a.matching_engine.p ? a.matching_engine.p : rt.engine_or_fail(a.call_name);
-    h.type = uint8_t(msg_type::eager_send);
-    h.target = e->id();
-    h.policy = uint8_t(a.matching_policy);
-  }
-  if (a.size > eager_limit) {
-    if (a.buffer_is_packet)
-      util::fail(a.call_name, "size", std::to_string(a.size),
-                 "a packet buffer holds at most " + std::to_string(eager_limit) + " bytes");
-    if (!a.allow_posted)
-      util::fail(a.call_name, "allow_posted", "false",
-                 "size " + std::to_string(a.size) +
-                     " needs the rendezvous protocol, which "
-                     "cannot complete immediately");
-    h.type = uint8_t(am ? msg_type::rts_am : msg_type::rts_send);
-    return post_rendezvous(a, h);
-  }
-  // Completed at once but signalled (allow_done false): a full queue's signal would wait
-  // in the backlog, so the backlog's bound applies.
-  if (!a.allow_done && !a.internal && backlog_over())
-    return retry_or_backlog(a, errorcode_t::retry_backlog);
-  if (!net->try_send(a.rank, &h, sizeof(h), a.local_buffer, a.size))
-    return retry_or_backlog(a, errorcode_t::retry_nomem);
-  counters.add_two(a.size <= inject_limit ? counter_t::sent_inject : counter_t::sent_eager,
-                   counter_t::bytes_sent, a.size);
-  if (a.buffer_is_packet) {
-    auto* p = a.packet_pool.p ? a.packet_pool.p : rt.pool_owning(a.local_buffer);
-    if (p) p->put(a.local_buffer);
-  }
-  if (a.allow_done) return immediate(a, errorcode_t::done);
-  complete(comp_of(a), immediate(a, errorcode_t::done), false);
-  return immediate(a, errorcode_t::posted);
 }
 
 // A request for an outgoing operation that waits on the peer, filled from the post.

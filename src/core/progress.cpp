@@ -152,6 +152,45 @@ error_t device_impl::progress() {
   return progress_once();
 }
 
+// An active message that its completion object cannot take now (a full queue), or whose
+// buffer cannot be had, stays with the backend: the sender sees retry once its queue fills.
+bool device_impl::deliver_am(int rank, const wire_header& h, const char* data, size_t size) {
+  rcomp_entry* e = rt.rcomp(h.target);
+  if (!e || size > eager_limit || !e->comp) {
+    refuse_am(rank, h, size);
+    return true;
+  }
+  status_t s;
+  s.error = errorcode_t::done;
+  s.rank = rank;
+  s.tag = h.tag();
+  s.size = size;
+  // A small message for a completion queue waits in its entry.
+  comp_impl* c = e->comp;
+  if (size <= cq_inline_max && !e->packet_delivery && c->kind == comp_kind::cq &&
+      !e->alloc.allocate) {
+    if (!static_cast<cq_impl*>(c)->signal_inline(s, data, size)) return false;
+    counters.add_two(counter_t::received_eager, counter_t::bytes_received, size);
+    return true;
+  }
+  void* buf = nullptr;
+  const bool packet = e->packet_delivery && size <= pool->packet_size();
+  if (packet) buf = pool->get();
+  if (!buf) buf = e->allocate(size);
+  if (!buf) return false;
+  util::small_copy(buf, data, size);
+  s.buf = buf;
+  if (signal_comp(c, s)) {
+    counters.add_two(counter_t::received_eager, counter_t::bytes_received, size);
+    return true;
+  }
+  if (packet && pool->owns(buf))
+    pool->put(buf);
+  else
+    e->deallocate(buf);
+  return false;
+}
+
 // False leaves the message with the backend (back-pressure; see net::sink): nothing is
 // done before the answer is known.
 bool device_impl::on_message(int rank, const void* data, size_t len) {
@@ -230,45 +269,6 @@ void device_impl::refuse_am(int rank, const wire_header& h, size_t size) {
   else
     wire_error(rank, "eager active message of " + std::to_string(size) +
                          " bytes exceeds the eager limit " + std::to_string(eager_limit));
-}
-
-// An active message that its completion object cannot take now (a full queue), or whose
-// buffer cannot be had, stays with the backend: the sender sees retry once its queue fills.
-bool device_impl::deliver_am(int rank, const wire_header& h, const char* data, size_t size) {
-  rcomp_entry* e = rt.rcomp(h.target);
-  if (!e || size > eager_limit || !e->comp) {
-    refuse_am(rank, h, size);
-    return true;
-  }
-  status_t s;
-  s.error = errorcode_t::done;
-  s.rank = rank;
-  s.tag = h.tag();
-  s.size = size;
-  // A small message for a completion queue waits in its entry.
-  comp_impl* c = e->comp;
-  if (size <= cq_inline_max && !e->packet_delivery && c->kind == comp_kind::cq &&
-      !e->alloc.allocate) {
-    if (!static_cast<cq_impl*>(c)->signal_inline(s, data, size)) return false;
-    counters.add_two(counter_t::received_eager, counter_t::bytes_received, size);
-    return true;
-  }
-  void* buf = nullptr;
-  const bool packet = e->packet_delivery && size <= pool->packet_size();
-  if (packet) buf = pool->get();
-  if (!buf) buf = e->allocate(size);
-  if (!buf) return false;
-  util::small_copy(buf, data, size);
-  s.buf = buf;
-  if (signal_comp(c, s)) {
-    counters.add_two(counter_t::received_eager, counter_t::bytes_received, size);
-    return true;
-  }
-  if (packet && pool->owns(buf))
-    pool->put(buf);
-  else
-    e->deallocate(buf);
-  return false;
 }
 
 bool device_impl::arrive_send(int rank, const wire_header& h, const char* data, size_t size) {

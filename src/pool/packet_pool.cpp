@@ -77,12 +77,8 @@ bool packet_pool_impl::steal_into(deque& mine) {
   return true;
 }
 
-void* packet_pool_impl::get() {
-  deque& d = local();
-  if (size_t n = d.cached.load(std::memory_order_relaxed)) {
-    d.cached.store(n - 1, std::memory_order_relaxed);
-    return handed_out(d.cache[n - 1]);
-  }
+// The private stack is empty: refill it from the deque, or steal.
+void* packet_pool_impl::get_slow(deque& d) {
   for (int attempt = 0; attempt < 2; ++attempt) {
     {
       util::lock_guard<util::spinlock> g(d.lock);
@@ -114,18 +110,10 @@ void packet_pool_impl::refuse_return(const void* p, const char* call) const {
              "this packet is already back in its pool (returned twice, or never handed out)");
 }
 
-void packet_pool_impl::put(void* packet, const char* call) {
-  std::atomic<uint8_t>& o = out(packet);
-  if (o.load(std::memory_order_relaxed) != 1) refuse_return(packet, call);
-  o.store(0, std::memory_order_relaxed);
-  deque& d = local();
-  size_t n = d.cached.load(std::memory_order_relaxed);
-  if (n < cache_max_) {
-    d.cache[n] = packet;
-    d.cached.store(n + 1, std::memory_order_relaxed);
-    return;
-  }
-  // Full: half of the stack goes to the deque, where other threads can steal it.
+void packet_pool_impl::put_slow(deque& d, void* packet) {
+  // The private stack is full (or has no room at all in a tiny pool): half of the stack goes to the
+  // deque, where other threads can steal it.
+  const size_t n = d.cached.load(std::memory_order_relaxed);
   util::lock_guard<util::spinlock> g(d.lock);
   d.push_back(packet);
   const size_t keep = cache_max_ - cache_max_ / 2;

@@ -7,7 +7,8 @@
 
 namespace weft::util {
 
-thread_local thread_slot this_thread_slot __attribute__((tls_model("initial-exec"))) = {0, 0};
+constinit thread_local thread_slot this_thread_slot
+    __attribute__((tls_model("initial-exec"))) = {0, 0};
 
 namespace {
 

@@ -16,7 +16,8 @@ struct thread_slot {
   uint32_t polls;
 };
 
-extern thread_local thread_slot this_thread_slot __attribute__((tls_model("initial-exec")));
+extern thread_local constinit thread_slot this_thread_slot
+    __attribute__((tls_model("initial-exec")));
 
 size_t assign_thread_index();
 

@@ -317,11 +317,13 @@ char* shm_device::slots_of(char* base, uint32_t c) const {
          geometry::align(sizeof(channel_header), 4096);
 }
 
-bool shm_device::enqueue(int rank, uint8_t kind, const void* a, size_t alen, const void* b,
-                         size_t blen) {
+bool shm_device::enqueue_inline(int rank, uint8_t kind, const void* a, size_t alen, const void* b,
+                                size_t blen) {
   peer& p = *peers_[size_t(rank)];
-  // One thread's messages to one peer share a lane, so they stay in order.
-  const size_t li = util::thread_index() % geo_.nlanes;
+  // One thread's messages to one peer share a lane, so they stay in order. No division
+  // while there are no more threads than lanes (a divide is tens of cycles).
+  const size_t t = util::thread_index();
+  const size_t li = t < geo_.nlanes ? t : t % geo_.nlanes;
   const lane& ln = p.lanes[li];
   // The peer polls only the lanes marked in its bell (the line this send reads for `armed`
   // anyway), so the first claim in a lane marks it first. A poll that read the mask just
@@ -376,9 +378,14 @@ void shm_device::ring_bell(peer& p) {
   if (armed & bell_fd) bell_sock_.ring(p.bell_at);
 }
 
+bool shm_device::enqueue(int rank, uint8_t kind, const void* a, size_t alen, const void* b,
+                         size_t blen) {
+  return enqueue_inline(rank, kind, a, alen, b, blen);
+}
+
 bool shm_device::try_send(int rank, const void* hdr, size_t hdr_len, const void* payload,
                           size_t len) {
-  return enqueue(rank, kind_message, hdr, hdr_len, payload, len);
+  return enqueue_inline(rank, kind_message, hdr, hdr_len, payload, len);
 }
 
 // A channel of this device for one pipelined transfer, or c == nchannels when all are busy.

@@ -155,6 +155,9 @@ class shm_device final : public device {
   };
 
   bool enqueue(int rank, uint8_t kind, const void* a, size_t alen, const void* b, size_t blen);
+  // enqueue's body, inlined into try_send (every message) and called by enqueue.
+  [[gnu::always_inline]] inline bool enqueue_inline(int rank, uint8_t kind, const void* a,
+                                                    size_t alen, const void* b, size_t blen);
   [[gnu::noinline, gnu::cold]] void ring_bell(peer& p);
   uint32_t arm_bell(uint32_t bit);
   // body: the cell's body slot, where the message is when it does not fit inline. Core
