@@ -473,9 +473,16 @@ bool cancel_recv_impl(const comm_args& a) {
   return d->cancel(b);
 }
 
-static device_impl* resolve_device(const progress_args& a, const char* call) {
-  if (a.device.p) return util::live(a.device.p, call, "device");
+[[gnu::noinline]] static device_impl* default_device(const progress_args& a, const char* call) {
   return resolve_runtime(a.runtime, call)->device_or_fail(call);
+}
+
+// Inline: every progress call passes here.
+[[gnu::always_inline]] static inline device_impl* resolve_device(const progress_args& a,
+                                                                 const char* call) {
+  if (a.device.p) [[likely]]
+    return util::live(a.device.p, call, "device");
+  return default_device(a, call);
 }
 
 error_t progress_impl(const progress_args& a) {

@@ -138,7 +138,9 @@ class device_impl final : public net::sink {
 
  private:
   // One pass of progress: the backlog, the backend's poll, the periodic check.
-  error_t progress_once();
+  [[gnu::always_inline]] inline error_t progress_once();
+  [[gnu::noinline, gnu::cold]] void raise_wire_error();
+  [[gnu::noinline]] void check_if_due();
   // Reports what is wrong with `a` (util::fail); out of line so post's frame stays small.
   [[noreturn, gnu::noinline, gnu::cold]] void refuse_post(const comm_args& a);
   // The signal `c` could not take now, retried from the backlog.

@@ -115,31 +115,42 @@ void device_impl::wire_error(int rank, const std::string& what) {
   rt.report_wire_error(rank, what);
 }
 
-inline error_t device_impl::progress_once() {
+// The periodic check when its time has come (out of line: it reads the clock).
+void device_impl::check_if_due() {
+  int64_t now = coarse_now_ns();
+  int64_t due = next_peer_check_ns_.load(std::memory_order_relaxed);
+  // One thread claims each check; the others go on.
+  if (now >= due && next_peer_check_ns_.compare_exchange_strong(due, now + peer_check_interval_ns,
+                                                                std::memory_order_relaxed))
+    periodic_check();
+}
+
+// A malformed message seen with WEFT_WIRE_ERRORS_FATAL set: reported by this progress call.
+void device_impl::raise_wire_error() {
+  std::string what;
+  {
+    util::lock_guard<util::spinlock> g(fatal_lock_);
+    what.swap(fatal_wire_error_);
+    has_fatal_wire_error_.store(false, std::memory_order_relaxed);
+  }
+  if (!what.empty())
+    util::fail("progress", "incoming message", what, "malformed (WEFT_WIRE_ERRORS_FATAL is set)");
+}
+
+error_t device_impl::progress_once() {
   const uint32_t polls = util::next_thread_poll();
-  size_t n = backlog.drain([this](backlog_item& it) { return run_backlog_item(it); });
+  // The empty test inline: drain's frame is large, and an idle poll finds it empty.
+  size_t n = backlog.empty()
+                 ? 0
+                 : backlog.drain([this](backlog_item& it) { return run_backlog_item(it); });
   n += net->poll(*this, 32);
   // The periodic check, every 50 ms: looked for at every progress while operations wait,
   // and at every 1024th of a thread otherwise (an idle loop reads no clock per call).
   if (slab.in_use() || !backlog.empty() || (polls & 1023) == 0 ||
-      retried_.load(std::memory_order_relaxed)) {
-    int64_t now = coarse_now_ns();
-    int64_t due = next_peer_check_ns_.load(std::memory_order_relaxed);
-    // One thread claims each check; the others go on.
-    if (now >= due && next_peer_check_ns_.compare_exchange_strong(due, now + peer_check_interval_ns,
-                                                                  std::memory_order_relaxed))
-      periodic_check();
-  }
-  if (has_fatal_wire_error_.load(std::memory_order_acquire)) {
-    std::string what;
-    {
-      util::lock_guard<util::spinlock> g(fatal_lock_);
-      what.swap(fatal_wire_error_);
-      has_fatal_wire_error_.store(false, std::memory_order_relaxed);
-    }
-    if (!what.empty())
-      util::fail("progress", "incoming message", what, "malformed (WEFT_WIRE_ERRORS_FATAL is set)");
-  }
+      retried_.load(std::memory_order_relaxed))
+    check_if_due();
+  if (has_fatal_wire_error_.load(std::memory_order_acquire)) [[unlikely]]
+    raise_wire_error();
   if (n) return errorcode_t::done;
   // Oversubscribed (WEFT_YIELD): what this caller waits for needs another process's turn
   // on the core, so give it now rather than spin out the time slice.

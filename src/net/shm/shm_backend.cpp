@@ -842,27 +842,51 @@ size_t shm_device::drain_holding(sink& s, const lane& ln, lane_hold& hold, size_
   return n;
 }
 
-size_t shm_device::poll(sink& s, size_t max) {
-  // A thread drains its own lane first and the others only with budget left: taking the
-  // messages of a thread that is itself polling costs more than they are worth (measured:
-  // two loopback threads on one device reach 1.0x one thread when every poll shares its
-  // budget across lanes, 1.9x when it does not). Every 64th poll starts at the next lane
-  // instead, so a lane whose own thread never polls still drains while others are busy.
+// Several lanes in use. A thread drains its own lane first and the others only with
+// budget left: taking the messages of a thread that is itself polling costs more than they
+// are worth (measured: two loopback threads on one device reach 1.0x one thread when every
+// poll shares its budget across lanes, 1.9x when it does not). Every 64th poll starts at
+// the next lane instead, so a lane whose own thread never polls still drains while others
+// are busy.
+size_t shm_device::poll_lanes(sink& s, uint64_t used, size_t max) {
   size_t first = util::thread_index();
   if (uint32_t polls = util::thread_polls(); (polls & 63) == 0) first += polls >> 6;
-  first %= geo_.nlanes;
+  if (first >= geo_.nlanes) first %= geo_.nlanes;  // no divide with no more threads than lanes
   // Only the lanes marked used, in order from `first` round to it: the marked ones at or
   // above it, then those below (an idle poll of one used lane is a few instructions, where
   // visiting every lane with a modulo each was 48).
-  const uint64_t used = own_bell_->lanes_used.load(std::memory_order_acquire);
   const uint64_t from_first = ~uint64_t(0) << first;
   size_t n = 0;
   for (uint64_t part : {used & from_first, used & ~from_first})
     for (; part && n < max; part &= part - 1) {
       const size_t l = size_t(__builtin_ctzll(part));
+      if (lane_idle(own_lanes_[l], holds_[l])) continue;  // no call for an empty lane
       n += drain_lane(s, own_lanes_[l], holds_[l], max - n);
     }
+  return n;
+}
 
+size_t shm_device::poll(sink& s, size_t max) {
+  const uint64_t used = own_bell_->lanes_used.load(std::memory_order_acquire);
+  size_t n = 0;
+  if ((used & (used - 1)) == 0) [[likely]] {  // one lane in use (one sending thread), or none
+    const size_t l = size_t(__builtin_ctzll(used | uint64_t(1) << 63));
+    if (used && !lane_idle(own_lanes_[l], holds_[l]))
+      n = drain_lane(s, own_lanes_[l], holds_[l], max);
+  } else {
+    n = poll_lanes(s, used, max);
+  }
+  // Transfers and local events in hand, out of line: an idle poll tests four counts.
+  if (!outgoing_.empty() || !incoming_.empty() || !deferred_.empty() || !events_.empty())
+      [[unlikely]]
+    n += advance_work(s);
+  return n;
+}
+
+// The transfers and events of poll: pipelined puts and gets in both directions, gets whose
+// serving was deferred, and local events for the sink.
+size_t shm_device::advance_work(sink& s) {
+  size_t n = 0;
   const int me = ctx_.boot().rank();
   const size_t chunk = geo_.chunk_size, nslots = geo_.nslots;
   n += outgoing_.advance([&](outgoing_put& o) {

@@ -191,6 +191,15 @@ class shm_device final : public device {
   bool apply_put_inline(sink& s, int src, const put_inline_msg& m, const char* data, size_t size);
   bool take_put(int rank, uint64_t ctx);
   bool serve_get(int rank, const get_request_msg& m, uint32_t held);
+  // Whether a lane has nothing to take: its next cell not yet published and no refused
+  // cells held. Inline in poll, so that an idle poll makes no call per lane.
+  bool lane_idle(const lane& ln, const lane_hold& hold) const {
+    const uint64_t pos = ln.head->value.load(std::memory_order_relaxed);
+    return ln.cell(pos, mask_)->seq.load(std::memory_order_acquire) != pos + 1 &&
+           !hold.active.load(std::memory_order_acquire);
+  }
+  [[gnu::noinline]] size_t advance_work(sink& s);
+  [[gnu::noinline]] size_t poll_lanes(sink& s, uint64_t used, size_t max);
   size_t drain_lane(sink& s, const lane& ln, lane_hold& hold, size_t max);
   [[gnu::noinline, gnu::cold]] void hold_run(lane_hold& hold, const lane& ln, uint64_t from,
                                              uint64_t to);
