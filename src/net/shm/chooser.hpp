@@ -5,10 +5,13 @@
 // socket, a busy host); cross-memory attach (one copy by the kernel) does not care. So each
 // peer keeps, per size class, the throughput each mechanism delivered lately: bytes moved
 // over the time at least one transfer of that mechanism was in flight (overlapping transfers
-// count once). A mechanism without a figure is tried first; then the faster one is used, and
-// every few hundred transfers (more, the slower it was) the slower one gets a few to refresh its
-// figure, so that a change of phase shows within a few hundred transfers. Every call is on a
-// transfer of at least eager_size bytes, so one spinlock per peer costs nothing measurable.
+// count once). A mechanism's first window is not a figure: it pays for the first touches of
+// the slots and the buffers (the pipeline's read 0.6 GB/s against 40 for its next one, and
+// kept it out for thousands of transfers). A mechanism without a figure is tried first; then
+// the faster one is used, and every few hundred transfers (more, the slower it was) the
+// slower one gets a few to refresh its figure, so that a change of phase shows within a few
+// hundred transfers. Every call is on a transfer of at least eager_size bytes, so one
+// spinlock per peer costs nothing measurable.
 #pragma once
 
 #include <algorithm>
@@ -75,6 +78,11 @@ class chooser {
       s.busy_since = t;
     }
     if (!close) return;
+    if (!s.warm) {  // the first window paid for first touches: not a figure (see below)
+      s.warm = true;
+      s.bytes = s.busy_ns = s.transfers = 0;
+      return;
+    }
     const uint64_t mbps = s.busy_ns ? s.bytes * 1000 / s.busy_ns : 0;  // bytes/ns * 1000
     if (mbps) s.rate = s.rate ? (s.rate + mbps) / 2 : mbps;
     s.bytes = s.busy_ns = s.transfers = 0;
@@ -82,6 +90,7 @@ class chooser {
 
  private:
   struct mech {
+    bool warm = false;  // its first window is over
     uint32_t active = 0, transfers = 0;
     int64_t busy_since = 0;
     uint64_t bytes = 0, busy_ns = 0, rate = 0;
