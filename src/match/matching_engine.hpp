@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Matching engine (LCI paper 4.1.3): a hash table of buckets, each a FIFO of entries
-// under its own spinlock. insert() either removes and returns the oldest entry with the
-// same key and the complementary type, or appends the new entry and returns nullptr.
-// Entries are intrusive (embedded in requests), so matching never allocates.
+// Matching engine (LCI paper 4.1.3): a hash table of buckets under their own spinlocks,
+// each with two FIFOs of entries: sends that wait for a receive, and receives that wait for
+// a send. insert() either removes and returns the oldest entry of the other FIFO with the
+// same key, or appends the new entry to its own and returns nullptr. Two FIFOs, not one:
+// with one, a window of receives posted under one key made each insert walk past all the
+// receives before it (64 posted: 470 instructions a receive, against 40). Entries are
+// intrusive (embedded in requests), so matching never allocates.
 #pragma once
 
 #include <cstdint>
@@ -39,7 +42,18 @@ class matching_engine_impl {
 
   uint32_t id() const { return id_; }
   size_t nbuckets() const { return mask_ + 1; }
-  match_key make_key(int rank, tag_t tag, matching_policy_t policy) const;
+  // Inline: once per receive posted and once per send arriving.
+  match_key make_key(int rank, tag_t tag, matching_policy_t policy) const {
+    if (user_fn_) [[unlikely]]
+      return match_key{user_fn_(rank, tag, policy), 0};
+    const bool by_rank =
+        policy == matching_policy_t::rank_tag || policy == matching_policy_t::rank_only;
+    const bool by_tag =
+        policy == matching_policy_t::rank_tag || policy == matching_policy_t::tag_only;
+    const uint64_t r = by_rank ? uint64_t(uint32_t(rank)) : 0;
+    const uint64_t t = by_tag ? uint64_t(tag) : 0;
+    return match_key{(r << 32) | (t & 0xffffffffu), t >> 32};
+  }
   // The policy stored in entries: keys made by a user function form one class of their own.
   uint8_t stored_policy(matching_policy_t p) const { return user_fn_ ? 0x80 : uint8_t(p); }
 
@@ -56,18 +70,33 @@ class matching_engine_impl {
   size_t entries() const;
 
  private:
-  struct alignas(util::cache_line) bucket {
-    util::spinlock lock;
+  struct fifo {
     match_entry* head = nullptr;
     match_entry* tail = nullptr;
+  };
+  struct alignas(util::cache_line) bucket {
+    util::spinlock lock;
+    fifo waiting[2];  // by entry_type: sends, receives
   };
   bucket& bucket_of(const match_key& key, uint8_t policy) {
     uint64_t h = (key.lo ^ (key.hi * 0xC2B2AE3D27D4EB4Full) ^ (uint64_t(policy) << 61)) *
                  0x9E3779B97F4A7C15ull;
     return buckets_[(h >> 20) & mask_];
   }
-  static match_entry* unlink_first(bucket& b, const match_key& key, uint8_t policy,
-                                   entry_type want);
+  // The first entry of `f` with this key that `pred` accepts, taken out of the FIFO.
+  template <typename Pred>
+  static match_entry* unlink_first(fifo& f, const match_key& key, uint8_t policy, Pred&& pred) {
+    match_entry* prev = nullptr;
+    for (match_entry* e = f.head; e; prev = e, e = e->next) {
+      if (e->key == key && e->policy == policy && pred(e)) {
+        (prev ? prev->next : f.head) = e->next;
+        if (f.tail == e) f.tail = prev;
+        e->next = nullptr;
+        return e;
+      }
+    }
+    return nullptr;
+  }
 
   uint32_t id_;
   size_t mask_;
@@ -79,15 +108,8 @@ template <typename Pred>
 match_entry* matching_engine_impl::remove_if(const match_key& key, uint8_t policy, Pred&& pred) {
   bucket& b = bucket_of(key, policy);
   util::lock_guard<util::spinlock> g(b.lock);
-  match_entry* prev = nullptr;
-  for (match_entry* e = b.head; e; prev = e, e = e->next) {
-    if (e->key == key && e->policy == policy && pred(e)) {
-      (prev ? prev->next : b.head) = e->next;
-      if (b.tail == e) b.tail = prev;
-      e->next = nullptr;
-      return e;
-    }
-  }
+  for (fifo& f : b.waiting)
+    if (match_entry* e = unlink_first(f, key, policy, pred)) return e;
   return nullptr;
 }
 
