@@ -83,8 +83,17 @@ def env_of(system, a):
     return env
 
 
+class RunFailed(RuntimeError):
+    """A run that exited with an error: its exit status and the end of its output."""
+
+    def __init__(self, cmd, code, out, err):
+        super().__init__("%s failed (%d):\n%s%s" % (" ".join(cmd), code, out[-3000:], err[-3000:]))
+        self.code, self.output = code, out + err
+
+
 def timed(cmd, env=None, limit=1800):
-    """(seconds, stdout), or (None, output) when the run outlived `limit` (killed, whole group)."""
+    """(seconds, stdout), or (None, output) when the run outlived `limit` (killed, whole group);
+    RunFailed when it exited with an error."""
     t0 = time.time()
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          env=dict(os.environ, **(env or {})), start_new_session=True)
@@ -96,8 +105,7 @@ def timed(cmd, env=None, limit=1800):
         return None, out + err
     secs = time.time() - t0
     if p.returncode != 0:
-        raise RuntimeError("%s failed (%d):\n%s%s" % (" ".join(cmd), p.returncode, out[-3000:],
-                                                      err[-3000:]))
+        raise RunFailed(cmd, p.returncode, out, err)
     return secs, out
 
 
@@ -183,14 +191,19 @@ def main():
                             limit=a.run_timeout)
             kmers = total
         else:
-            secs, stdout = timed(app(system, ranks, th, buf, out), env_of(system, a),
-                                 a.run_timeout)
-            if secs is None:  # hung: reported as such, the others go on
-                print("  hung: killed after %.0f s; its last output:\n%s" %
-                      (a.run_timeout, "\n".join(stdout.splitlines()[-5:])), flush=True)
+            try:
+                secs, stdout = timed(app(system, ranks, th, buf, out), env_of(system, a),
+                                     a.run_timeout)
+                status = "ok" if secs is not None else "hung"
+            except RunFailed as e:  # a launcher's crash (Open MPI's orted in hwloc, once)
+                secs, stdout, status = None, e.output, "exit %d" % e.code
+            if secs is None:  # hung or failed: reported as such, the others go on
+                print("  %s: %s; its last output:\n%s" %
+                      (status, "killed after %.0f s" % a.run_timeout if status == "hung"
+                       else "not counted", "\n".join(stdout.splitlines()[-5:])), flush=True)
                 raw.append({"round": r, "system": system, "ranks": ranks, "threads": th,
                             "buffer": buf, "seconds": "", "kmers": "", "mkmers_per_s": "",
-                            "flag_us": flag})
+                            "flag_us": flag, "status": status})
                 continue
             kmers = kmers_of(stdout)
             total = total or kmers
@@ -202,7 +215,7 @@ def main():
                 raise RuntimeError("%s %dx%d: the histogram differs from jellyfish's" % (system, ranks, th))
         raw.append({"round": r, "system": system, "ranks": ranks, "threads": th, "buffer": buf,
                     "seconds": round(secs, 3), "kmers": kmers, "mkmers_per_s": round(kmers / secs / 1e6, 3),
-                    "flag_us": flag})
+                    "flag_us": flag, "status": "ok"})
     with open(os.path.join(a.results, name + "_raw.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(raw[0].keys()))
         w.writeheader()
@@ -234,8 +247,13 @@ def med(raw, **kw):
     return statistics.median(v) if v else float("nan")
 
 
-def hung(raw, **kw):
-    return sum(1 for x in raw if all(x[k] == want for k, want in kw.items()) and x["mkmers_per_s"] == "")
+def unfinished(raw, **kw):
+    """The matching runs that did not finish, as ' (1 hung, 1 failed)'; '' when all did."""
+    rows = [x for x in raw if all(x[k] == want for k, want in kw.items()) and x["mkmers_per_s"] == ""]
+    hung = sum(1 for x in rows if x.get("status", "hung") == "hung")
+    parts = (["%d hung" % hung] if hung else []) + (["%d failed" % (len(rows) - hung)]
+                                                     if len(rows) > hung else [])
+    return " (%s)" % ", ".join(parts) if parts else ""
 
 
 def report(raw, a, seconds, name):
@@ -260,17 +278,17 @@ def report(raw, a, seconds, name):
               "exact counting, every histogram equal to jellyfish's") + " An untimed warm-up "
              "run precedes the first timed run after jellyfish (the first process to touch "
              "gigabytes of fresh memory pays the virtual machine's first touch of them)." +
-             " A run that outlived the run timeout was killed "
-             "and is counted as hung (median over the others).", "",
+             " A run that outlived the run timeout was killed and is counted as hung, one that "
+             "exited with an error (a launcher's crash) as failed; the median is over the others.",
+             "",
              "| ranks x threads | " + " | ".join(systems) + " | Weft / best MPI | Weft / jellyfish |" +
              (" Weft ucx / best MPI |" if ucx else ""),
              "| --- " * (len(systems) + 3 + ucx) + "|"]
     for ranks, th in configs:
         vals = {s: med(raw, system=s, ranks=ranks, threads=th, buffer=8192) for s in systems}
         mpi = [v for s, v in vals.items() if not s.startswith("weft") and s != "jellyfish" and v == v]
-        cell = lambda s: "%.1f" % vals[s] + (" (%d hung)" % hung(raw, system=s, ranks=ranks, threads=th,
-                                                                    buffer=8192)
-                                              if hung(raw, system=s, ranks=ranks, threads=th, buffer=8192) else "")
+        cell = lambda s: "%.1f" % vals[s] + unfinished(raw, system=s, ranks=ranks, threads=th,
+                                                        buffer=8192)
         lines.append("| %d x %d | " % (ranks, th) + " | ".join(cell(s) for s in systems) +
                      " | %.2f | %.2f |" % (vals["weft"] / max(mpi) if mpi else float("nan"),
                                            vals["weft"] / vals["jellyfish"]) +
