@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Bounded multi-producer multi-consumer queue (sequence-numbered cells, after D. Vyukov's
-// design). No locks, no allocation after construction; push fails when full.
+// design). No locks, no allocation after construction; push fails when full. A producer
+// known to be the only one may push without a compare-and-swap.
 #pragma once
 
 #include <atomic>
@@ -35,19 +36,24 @@ class mpmc_queue {
 
   // push and pop that write or read the value in its cell (a wide T need not be copied
   // whole): `fill(T&)` runs once a cell is claimed, `take(T&)` before it is given back.
+  // `single`: the caller is the queue's only producer (consumers may be many), and takes
+  // the cell with a plain store of the tail, whose line stays with it, instead of a
+  // compare-and-swap. One function for both, so that `fill` is inlined at one place.
   template <typename Fill>
-  [[gnu::always_inline]] bool push_with(Fill&& fill) {
+  [[gnu::always_inline]] bool push_with(Fill&& fill, bool single = false) {
     size_t pos = tail_.load(std::memory_order_relaxed);
     for (;;) {
       cell& c = cells_[pos & mask_];
       size_t seq = c.seq.load(std::memory_order_acquire);
       intptr_t dif = intptr_t(seq) - intptr_t(pos);
       if (dif == 0) {
-        if (tail_.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) {
-          fill(c.value);
-          c.seq.store(pos + 1, std::memory_order_release);
-          return true;
-        }
+        if (single)
+          tail_.store(pos + 1, std::memory_order_relaxed);
+        else if (!tail_.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed))
+          continue;
+        fill(c.value);
+        c.seq.store(pos + 1, std::memory_order_release);
+        return true;
       } else if (dif < 0) {
         return false;
       } else {
