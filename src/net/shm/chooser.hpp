@@ -56,24 +56,25 @@ class chooser {
     }
     return p >= d ? put_mode::pipeline : put_mode::cma;
   }
-  // A transfer of `size` bytes by `m` starts.
-  void start(put_mode m, size_t size) {
+  // A transfer of `size` bytes by `m` starts (at `now`, nanoseconds: a test gives its own
+  // clock).
+  void start(put_mode m, size_t size, int64_t now = now_ns()) {
     util::lock_guard<util::spinlock> g(lock_);
     size_class& c = classes_[class_of(size)];
     ++c.count;
     if (c.exploring && m == c.explored) --c.exploring;
     mech& s = c.m[m == put_mode::cma];
-    if (s.active++ == 0) s.busy_since = now_ns();
+    if (s.active++ == 0) s.busy_since = now;
   }
   // It has finished (ok or not: the time was spent either way).
-  void finish(put_mode m, size_t size) {
+  void finish(put_mode m, size_t size, int64_t now = now_ns()) {
     util::lock_guard<util::spinlock> g(lock_);
     const int k = class_of(size);
     mech& s = classes_[k].m[m == put_mode::cma];
     s.bytes += size;
     const bool close = ++s.transfers >= windows[k];
     if (--s.active == 0 || close) {  // the busy time so far (a stream may never pause)
-      const int64_t t = now_ns();
+      const int64_t t = now;
       s.busy_ns += uint64_t(t - s.busy_since);
       s.busy_since = t;
     }
