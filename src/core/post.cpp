@@ -360,10 +360,11 @@ status_t device_impl::match_arrived(const recv_side& recv, request* u, const com
 bool device_impl::cancel(const comm_args& a) {
   auto* e = a.matching_engine.p ? a.matching_engine.p : rt.engine_or_fail(a.call_name);
   const match_key key = e->make_key(a.rank, a.tag, a.matching_policy);
-  auto* m = e->remove_if(key, e->stored_policy(a.matching_policy), [&](match_entry* x) {
-    auto* r = static_cast<request*>(x);
-    return r->type == entry_type::recv && r->buf == a.local_buffer && r->comp == comp_of(a);
-  });
+  auto* m =
+      e->remove_if(key, e->stored_policy(a.matching_policy), entry_type::recv, [&](match_entry* x) {
+        auto* r = static_cast<request*>(x);
+        return r->buf == a.local_buffer && r->comp == comp_of(a);
+      });
   if (!m) return false;
   auto* r = static_cast<request*>(m);
   status_t s;

@@ -30,9 +30,7 @@ match_entry* matching_engine_impl::insert(match_entry* e) {
 match_entry* matching_engine_impl::take(const match_key& key, uint8_t policy, entry_type want) {
   bucket& b = bucket_of(key, policy);
   util::lock_guard<util::spinlock> g(b.lock);
-  fifo& f = b.waiting[int(want)];
-  if (!f.head) return nullptr;
-  return unlink_first(f, key, policy, any_entry);
+  return unlink_first(b.waiting[int(want)], key, policy, any_entry);
 }
 
 std::vector<match_entry*> matching_engine_impl::remove_recvs_from(

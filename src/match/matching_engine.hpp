@@ -60,9 +60,9 @@ class matching_engine_impl {
   match_entry* insert(match_entry* e);
   // Removes and returns a complementary entry without inserting anything.
   match_entry* take(const match_key& key, uint8_t policy, entry_type want);
-  // Removes the first entry satisfying pred among those with this key.
+  // Removes the first entry of type `type` with this key that satisfies pred.
   template <typename Pred>
-  match_entry* remove_if(const match_key& key, uint8_t policy, Pred&& pred);
+  match_entry* remove_if(const match_key& key, uint8_t policy, entry_type type, Pred&& pred);
   // Removes every receive expecting `rank` (its sender died) that `take` accepts (all when
   // take is null).
   std::vector<match_entry*> remove_recvs_from(
@@ -105,12 +105,11 @@ class matching_engine_impl {
 };
 
 template <typename Pred>
-match_entry* matching_engine_impl::remove_if(const match_key& key, uint8_t policy, Pred&& pred) {
+match_entry* matching_engine_impl::remove_if(const match_key& key, uint8_t policy, entry_type type,
+                                             Pred&& pred) {
   bucket& b = bucket_of(key, policy);
   util::lock_guard<util::spinlock> g(b.lock);
-  for (fifo& f : b.waiting)
-    if (match_entry* e = unlink_first(f, key, policy, pred)) return e;
-  return nullptr;
+  return unlink_first(b.waiting[int(type)], key, policy, pred);
 }
 
 }  // namespace weft::impl

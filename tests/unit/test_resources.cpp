@@ -34,6 +34,35 @@ void run_threads(int n, Fn&& fn) {
   for (int t = 0; t < n; ++t) ts.emplace_back(fn, t);
   for (auto& t : ts) t.join();
 }
+
+// Signals `per` done statuses of rank `rank`, tagged 0, 1, ..., waiting out a full ring.
+void signal_in_order(cq_impl& cq, int rank, int per) {
+  for (int i = 0; i < per; ++i) {
+    status_t s;
+    s.error = errorcode_t::done;
+    s.rank = rank;
+    s.tag = tag_t(i);
+    while (!cq.signal(s)) std::this_thread::yield();
+  }
+}
+
+// Pops from a thread that never signals until the producers (`producing` of them left)
+// have finished and the queue is drained. Producer p's statuses carry rank p and tags 0, 1,
+// ...: each must come out done and in that order; next[p] counts those that did.
+void pop_in_order(cq_impl& cq, const std::atomic<int>& producing, std::vector<int>& next) {
+  // Read before the pop: a pop that finds nothing after every producer had finished
+  // means the queue is drained.
+  status_t s;
+  for (;;) {
+    const bool finished = producing.load() == 0;
+    if (cq.pop(s)) {
+      ASSERT_TRUE(s.error.is_done());
+      ASSERT_EQ(s.tag, tag_t(next[size_t(s.rank)]++));
+    } else if (finished) {
+      break;
+    }
+  }
+}
 }  // namespace
 
 TEST(CompletionQueue, ManyProducersManyConsumersDeliverEachStatusOnce) {
@@ -86,24 +115,10 @@ TEST(CompletionQueue, EachProducersOrderIsKept) {
   std::vector<std::thread> ts;
   for (int t = 0; t < kThreads; ++t)
     ts.emplace_back([&, t] {
-      for (int i = 0; i < per; ++i) {
-        status_t s;
-        s.rank = t;
-        s.tag = tag_t(i);
-        while (!cq.signal(s)) std::this_thread::yield();
-      }
+      signal_in_order(cq, t, per);
       producing.fetch_sub(1);
     });
-  // Read before the pop: a pop that finds nothing after every producer had finished
-  // means the queue is drained.
-  status_t s;
-  for (;;) {
-    const bool finished = producing.load() == 0;
-    if (cq.pop(s))
-      ASSERT_EQ(s.tag, tag_t(next[size_t(s.rank)]++));
-    else if (finished)
-      break;
-  }
+  pop_in_order(cq, producing, next);
   for (auto& t : ts) t.join();
   for (int n : next) EXPECT_EQ(n, per);
 }
@@ -124,6 +139,35 @@ TEST(CompletionQueue, TheDepthBoundsEachSignallingThread) {
   int n = 0;
   while (cq.pop(s)) ++n;
   EXPECT_EQ(n, 8);
+}
+
+// Threads of index 16 and up share one ring, with a compare-and-swap on its tail, while the
+// lower ones each push into their own without one (util/sharded_queue.hpp): with 20
+// producers alive at once some must be past 16, and every status still arrives once, in
+// its producer's order, to a consumer that never signals.
+TEST(CompletionQueue, ThreadsPastTheOwnRingsShareOneAndLoseNothing) {
+  constexpr int producers = 20, per = 5000;
+  cq_impl cq(64);
+  std::atomic<int> producing{producers}, started{0};
+  std::atomic<size_t> max_index{0};
+  std::vector<int> next(producers, 0);
+  std::vector<std::thread> ts;
+  for (int t = 0; t < producers; ++t)
+    ts.emplace_back([&, t] {
+      size_t seen = max_index.load();
+      const size_t mine = util::thread_index();
+      while (mine > seen && !max_index.compare_exchange_weak(seen, mine)) {
+      }
+      // All alive at once, each with its index: no index is handed on to a later thread.
+      started.fetch_add(1);
+      while (started.load() < producers) std::this_thread::yield();
+      signal_in_order(cq, t, per);
+      producing.fetch_sub(1);
+    });
+  pop_in_order(cq, producing, next);
+  for (auto& t : ts) t.join();
+  EXPECT_GE(max_index.load(), size_t(16));  // the shared ring was used
+  for (int n : next) EXPECT_EQ(n, per);
 }
 
 TEST(Synchronizer, ReadyAfterThresholdSignalsFromManyThreads) {
@@ -198,6 +242,52 @@ TEST(MatchingEngine, PoliciesDoNotCrossMatch) {
   r2.policy = s.policy;
   r2.type = entry_type::recv;
   EXPECT_EQ(me.insert(&r2), &s);
+}
+
+// One bucket holds every key: waiting receives and waiting sends of several keys side by
+// side (match/matching_engine.hpp keeps a FIFO of each kind). Each key keeps its order,
+// an arrival takes only the other kind, and cancel (remove_if) and a dead peer's sweep
+// (remove_recvs_from) touch only receives.
+TEST(MatchingEngine, OneBucketKeepsEachKeysOrderAndTheKindsApart) {
+  matching_engine_impl me(0, 1, nullptr);
+  const uint8_t pol = me.stored_policy(matching_policy_t::rank_tag);
+  auto entry = [&](request& r, int rank, tag_t tag, entry_type type) {
+    r.key = me.make_key(rank, tag, matching_policy_t::rank_tag);
+    r.policy = pol;
+    r.type = type;
+    r.rank = rank;
+    return &r;
+  };
+  // Receives A1 B1 A2 A3 posted; a send C from rank 2 waits beside them.
+  request a1, b1, a2, a3, c;
+  EXPECT_EQ(me.insert(entry(a1, 0, 7, entry_type::recv)), nullptr);
+  EXPECT_EQ(me.insert(entry(b1, 1, 7, entry_type::recv)), nullptr);
+  EXPECT_EQ(me.insert(entry(a2, 0, 7, entry_type::recv)), nullptr);
+  EXPECT_EQ(me.insert(entry(a3, 0, 7, entry_type::recv)), nullptr);
+  EXPECT_EQ(me.insert(entry(c, 2, 9, entry_type::send)), nullptr);
+  EXPECT_EQ(me.entries(), 5u);
+  // Sends for A and B take the oldest receive of their own key.
+  request sa, sb;
+  EXPECT_EQ(me.insert(entry(sb, 1, 7, entry_type::send)), &b1);
+  EXPECT_EQ(me.insert(entry(sa, 0, 7, entry_type::send)), &a1);
+  // A receive for C takes the waiting send; taking another send of C finds none.
+  request rc;
+  EXPECT_EQ(me.insert(entry(rc, 2, 9, entry_type::recv)), &c);
+  EXPECT_EQ(me.take(c.key, pol, entry_type::send), nullptr);
+  // Cancelling a receive of A takes the one asked for, not the oldest; a send is never it.
+  EXPECT_EQ(me.remove_if(a2.key, pol, entry_type::recv, [&](match_entry* e) { return e == &a3; }),
+            &a3);
+  EXPECT_EQ(me.remove_if(a2.key, pol, entry_type::send, [](match_entry*) { return true; }),
+            nullptr);
+  // A send from rank 0 waits; rank 0 dies: its receive goes, the send stays.
+  request s0;
+  EXPECT_EQ(me.insert(entry(s0, 0, 8, entry_type::send)), nullptr);
+  const std::vector<match_entry*> gone = me.remove_recvs_from(0);
+  ASSERT_EQ(gone.size(), 1u);
+  EXPECT_EQ(gone[0], &a2);
+  EXPECT_EQ(me.entries(), 1u);
+  EXPECT_EQ(me.take(s0.key, pol, entry_type::send), &s0);
+  EXPECT_EQ(me.entries(), 0u);
 }
 
 TEST(PacketPool, ThreadsStealAndNoPacketIsHeldTwice) {

@@ -74,9 +74,8 @@ class chooser {
     s.bytes += size;
     const bool close = ++s.transfers >= windows[k];
     if (--s.active == 0 || close) {  // the busy time so far (a stream may never pause)
-      const int64_t t = now;
-      s.busy_ns += uint64_t(t - s.busy_since);
-      s.busy_since = t;
+      s.busy_ns += uint64_t(now - s.busy_since);
+      s.busy_since = now;
     }
     if (!close) return;
     if (!s.warm) {  // the first window paid for first touches: not a figure (see below)

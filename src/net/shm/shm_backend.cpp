@@ -869,12 +869,11 @@ size_t shm_device::poll_lanes(sink& s, uint64_t used, size_t max) {
 size_t shm_device::poll(sink& s, size_t max) {
   const uint64_t used = own_bell_->lanes_used.load(std::memory_order_acquire);
   size_t n = 0;
-  if ((used & (used - 1)) == 0) [[likely]] {  // one lane in use (one sending thread), or none
-    const size_t l = size_t(__builtin_ctzll(used | uint64_t(1) << 63));
-    if (used && !lane_idle(own_lanes_[l], holds_[l]))
-      n = drain_lane(s, own_lanes_[l], holds_[l], max);
-  } else {
+  if (used & (used - 1)) [[unlikely]] {
     n = poll_lanes(s, used, max);
+  } else if (used) {  // one lane in use (one sending thread): the usual case
+    const size_t l = size_t(__builtin_ctzll(used));
+    if (!lane_idle(own_lanes_[l], holds_[l])) n = drain_lane(s, own_lanes_[l], holds_[l], max);
   }
   // Transfers and local events in hand, out of line: an idle poll tests four counts.
   if (!outgoing_.empty() || !incoming_.empty() || !deferred_.empty() || !events_.empty())
