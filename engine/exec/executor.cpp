@@ -77,6 +77,10 @@ executor::buffer executor::take_buffer(size_t n) {
     a.bytes = per * size;
     a.base = std::aligned_alloc(64, a.bytes);
     if (!a.base) throw std::bad_alloc();
+    // Touched now, not by the first transfer into it: a page fault inside a peer's copy
+    // (a cross-memory write breaks each zero page with a TLB shootdown) slows that transfer
+    // and misleads the shared-memory chooser's figures.
+    std::memset(a.base, 0, a.bytes);
     check(weft_engine_register_memory(e_, a.base, a.bytes, &a.mem), "register_memory");
     check(weft_engine_pack_memory(e_, a.mem, a.packed), "pack_memory");
     arenas_.push_back(a);

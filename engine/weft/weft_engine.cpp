@@ -13,7 +13,9 @@ namespace weft::engine {
 
 weft_engine::weft_engine(const weft_engine_attr_t& a) {
   weft_engine_init_base(this, nullptr, &a, get_rank_me(), get_rank_n());
-  dev_ = alloc_device();
+  // Every rank progresses an engine (its progress thread, or the runtime's calls): its
+  // puts may take the pipelined copy over shared memory when that measures faster.
+  dev_ = alloc_device_x().peers_progress(true)();
   am_cq_ = alloc_cq_x().depth(a.queue_depth)();
   bulk_cq_ = alloc_cq_x().depth(a.queue_depth)();
   am_rc_ = register_rcomp(am_cq_);

@@ -77,6 +77,7 @@ struct device_args {
   runtime_t runtime;
   packet_pool_t packet_pool;
   size_t inbox_depth = 0;
+  bool peers_progress = false;
 };
 WEFT_API device_t alloc_device_impl(const device_args& a);
 struct packet_pool_args {
@@ -122,6 +123,11 @@ class alloc_device_x {
   WEFT_OFF_ARG(runtime_t, runtime)
   WEFT_OFF_ARG(packet_pool_t, packet_pool)
   WEFT_OFF_ARG(size_t, inbox_depth)
+  // A promise that every rank progresses its device of this index continuously (a progress
+  // thread, or a runtime that polls while it waits), so that a backend may move this
+  // device's puts by a mechanism that needs the target's CPU when it measures faster
+  // (shared memory: as WEFT_SHM_RMA=auto, unless WEFT_SHM_RMA is set). Default false.
+  WEFT_OFF_ARG(bool, peers_progress)
   device_t operator()() const { return detail::alloc_device_impl(a_); }
   device_t call() const { return (*this)(); }
 };

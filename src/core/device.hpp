@@ -76,7 +76,8 @@ inline status_t immediate(const comm_args& a, errorcode_t code) {
 class device_impl final : public net::sink {
  public:
   WEFT_GENERATIONAL_MEMORY  // behind device_t handles, which carry a generation
-  device_impl(runtime_impl& rt, int index, packet_pool_impl* pool, size_t inbox_depth);
+  device_impl(runtime_impl& rt, int index, packet_pool_impl* pool, size_t inbox_depth,
+              bool peers_progress);
   ~device_impl() override;
 
   // ---- posting (core/post.cpp) ----
@@ -126,6 +127,7 @@ class device_impl final : public net::sink {
   runtime_impl& rt;
   const int index;
   const size_t inbox_depth;
+  const bool peers_progress;  // alloc_device_x's promise (net::device_config)
   std::unique_ptr<net::device> net;
   packet_pool_impl* pool;
   request_slab slab;

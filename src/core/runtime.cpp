@@ -222,11 +222,12 @@ size_t runtime_impl::pending_operations() {
   return n;
 }
 
-device_impl* runtime_impl::alloc_device(packet_pool_impl* pool, size_t inbox_depth) {
+device_impl* runtime_impl::alloc_device(packet_pool_impl* pool, size_t inbox_depth,
+                                        bool peers_progress) {
   if (!pool) pool = pool_or_fail("alloc_device");
   std::lock_guard<std::mutex> g(lock_);  // collective: one allocation at a time per process
   auto* d = new device_impl(*this, next_device_index_++, pool,
-                            inbox_depth ? inbox_depth : attr.inbox_depth);
+                            inbox_depth ? inbox_depth : attr.inbox_depth, peers_progress);
   devices_.push_back(d);
   return d;
 }

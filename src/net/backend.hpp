@@ -80,6 +80,9 @@ inline constexpr size_t max_note_size = 40;
 struct device_config {
   size_t cell_size;    // largest message (header + payload) one send carries
   size_t inbox_depth;  // messages that may wait in a device's receive queue
+  // Every rank progresses its device of this index continuously: puts may take a mechanism
+  // that needs the target's CPU (alloc_device_x's peers_progress).
+  bool peers_progress = false;
 };
 
 class device {

@@ -780,6 +780,7 @@ int main(int argc, char** argv) {
       {"no_defaults", scenario_no_defaults},
       {"loaded", scenario_loaded},
       {"mechanism", scenario_mechanism},
+      {"peers_progress", scenario_peers_progress},
       {"rma_burst", scenario_rma_burst},
       {"blocking", scenario_blocking},
       {"burst_send", [] { return scenario_burst(false); }},

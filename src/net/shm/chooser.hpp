@@ -3,19 +3,23 @@
 // pipelined copy (two processes, staging slots in between) is the faster of the two when the
 // cores share a fast cache, and collapses when a cache line takes long to cross (another
 // socket, a busy host); cross-memory attach (one copy by the kernel) does not care. So each
-// peer keeps, per size class, the throughput each mechanism delivered lately: bytes moved
-// over the time at least one transfer of that mechanism was in flight (overlapping transfers
-// count once). A mechanism's first window is not a figure: it pays for the first touches of
-// the slots and the buffers (the pipeline's read 0.6 GB/s against 40 for its next one, and
-// kept it out for thousands of transfers). A mechanism without a figure is tried first; then
-// the faster one is used, and every few hundred transfers (more, the slower it was) the
-// slower one gets a few to refresh its figure, so that a change of phase shows within a few
-// hundred transfers. Every call is on a transfer of at least eager_size bytes, so one
-// spinlock per peer costs nothing measurable.
+// peer keeps, per size class, the throughput each mechanism delivered lately: bytes over the
+// time spent moving them. For cross-memory attach that is the system call; for the pipeline,
+// the longer of the two sides' copy loops (source into the slots, target out of them; they
+// run side by side), each timed by its own side. Not the transfer's time in flight: that
+// also counts the moments the target was busy elsewhere before it copied, which cross-memory
+// attach never waits for, and in a task engine on shared cores it made the pipeline look
+// ten times slower than it was (0.7-1.5 GB/s measured, 17-19 GB/s delivered). A slow phase
+// still shows: it slows the copies themselves. A mechanism's first window is not a figure:
+// it pays for the first touches of the slots and the buffers (the pipeline's read 0.6 GB/s
+// against 40 for its next one, and kept it out for thousands of transfers). A mechanism
+// without a figure is tried first; then the faster one is used, and every few hundred
+// transfers (more, the slower it was) the slower one gets a few to refresh its figure, so
+// that a change of phase shows within a few hundred transfers. Every call is on a transfer
+// of at least eager_size bytes, so one spinlock per peer costs nothing measurable.
 #pragma once
 
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 
 #include "util/spinlock.hpp"
@@ -31,6 +35,10 @@ class chooser {
   // 32 MiB .. 512 MiB at the classes' low ends.
   static constexpr uint32_t windows[nclasses] = {16, 8, 4};
   static constexpr uint32_t explore_periods[nclasses] = {512, 256, 128};
+  // Once both have a figure, the slower one is retried this many times after only
+  // early_windows windows, and its new figure replaces the old one instead of averaging
+  // with it, before the periods above apply.
+  static constexpr uint32_t early_explorations = 1, early_windows = 2;
 
   static int class_of(size_t size) { return size < (256u << 10) ? 0 : size < (2u << 20) ? 1 : 2; }
 
@@ -44,7 +52,13 @@ class chooser {
     const uint64_t p = c.m[0].rate, d = c.m[1].rate;
     // The slower one is retried after a period scaled by how much slower it was, so that
     // retrying costs a bounded share of the time (windows / periods, about 3%).
-    const uint64_t period = explore_periods[k] * (p && d ? std::max(p, d) / std::min(p, d) : 1);
+    // The loser's first figure is retaken soon: it comes from the program's start, when its
+    // own buffers may still be cold (a task engine's first 8 MiB puts into untouched pages
+    // made the pipeline read 2.4 GB/s against the 15 it delivered next).
+    const uint64_t period =
+        c.explorations < early_explorations
+            ? uint64_t(windows[k]) * early_windows
+            : explore_periods[k] * (p && d ? std::max(p, d) / std::min(p, d) : 1);
     if (!p || !d || c.count - c.explored_at >= period) {  // a figure missing or stale
       c.explored = !p      ? put_mode::pipeline
                    : !d    ? put_mode::cma
@@ -52,61 +66,49 @@ class chooser {
                            : put_mode::cma;
       c.exploring = windows[k];
       c.explored_at = c.count;
+      if (p && d) ++c.explorations;
       return c.explored;
     }
     return p >= d ? put_mode::pipeline : put_mode::cma;
   }
-  // A transfer of `size` bytes by `m` starts (at `now`, nanoseconds: a test gives its own
-  // clock).
-  void start(put_mode m, size_t size, int64_t now = now_ns()) {
+  // A transfer of `size` bytes by `m` starts: it counts towards the periods.
+  void start(put_mode m, size_t size) {
     util::lock_guard<util::spinlock> g(lock_);
     size_class& c = classes_[class_of(size)];
     ++c.count;
     if (c.exploring && m == c.explored) --c.exploring;
-    mech& s = c.m[m == put_mode::cma];
-    if (s.active++ == 0) s.busy_since = now;
   }
-  // It has finished (ok or not: the time was spent either way).
-  void finish(put_mode m, size_t size, int64_t now = now_ns()) {
+  // It moved its bytes in `ticks` (util::ticks units) of copying; a transfer that failed
+  // is not recorded.
+  void record(put_mode m, size_t size, uint64_t ticks) {
     util::lock_guard<util::spinlock> g(lock_);
     const int k = class_of(size);
-    mech& s = classes_[k].m[m == put_mode::cma];
+    size_class& c = classes_[k];
+    mech& s = c.m[m == put_mode::cma];
     s.bytes += size;
-    const bool close = ++s.transfers >= windows[k];
-    if (--s.active == 0 || close) {  // the busy time so far (a stream may never pause)
-      s.busy_ns += uint64_t(now - s.busy_since);
-      s.busy_since = now;
+    s.ticks += ticks;
+    if (++s.transfers < windows[k]) return;
+    if (s.warm) {  // the first window paid for first touches: not a figure (see above)
+      const uint64_t rate = s.ticks ? s.bytes * 1000 / s.ticks : 0;  // bytes per 1000 ticks
+      if (rate) s.rate = s.rate && c.explorations > early_explorations ? (s.rate + rate) / 2 : rate;
     }
-    if (!close) return;
-    if (!s.warm) {  // the first window paid for first touches: not a figure (see below)
-      s.warm = true;
-      s.bytes = s.busy_ns = s.transfers = 0;
-      return;
-    }
-    const uint64_t mbps = s.busy_ns ? s.bytes * 1000 / s.busy_ns : 0;  // bytes/ns * 1000
-    if (mbps) s.rate = s.rate ? (s.rate + mbps) / 2 : mbps;
-    s.bytes = s.busy_ns = s.transfers = 0;
+    s.warm = true;
+    s.bytes = s.ticks = s.transfers = 0;
   }
 
  private:
   struct mech {
     bool warm = false;  // its first window is over
-    uint32_t active = 0, transfers = 0;
-    int64_t busy_since = 0;
-    uint64_t bytes = 0, busy_ns = 0, rate = 0;
+    uint32_t transfers = 0;
+    uint64_t bytes = 0, ticks = 0, rate = 0;
   };
   struct size_class {
     mech m[2];                            // pipeline, cma
     uint64_t count = 0, explored_at = 0;  // transfers started; when exploring last began
     uint32_t exploring = 0;               // transfers left to give the explored one
+    uint32_t explorations = 0;            // begun since both had a figure
     put_mode explored = put_mode::pipeline;
   };
-  static int64_t now_ns() {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(
-               std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-  }
-
   mutable util::spinlock lock_;
   size_class classes_[nclasses];
 };

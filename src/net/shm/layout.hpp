@@ -78,6 +78,7 @@ struct put_start_msg {
   uint16_t note_len;
   uint16_t kind;  // stream_kind
   char note[40];
+  uint8_t timed;  // the target times its copy loop into the channel (copy_ticks)
 };
 
 struct notify_msg {
@@ -147,6 +148,9 @@ struct alignas(util::cache_line) channel_header {
   std::atomic<uint32_t> verdict;
   alignas(util::cache_line) std::atomic<uint64_t> written;
   alignas(util::cache_line) std::atomic<uint64_t> consumed;
+  // A timed transfer (put_start_msg::timed): the target's copy loop, in util::ticks, stored
+  // before the last `consumed` that releases it (chooser.hpp).
+  std::atomic<uint64_t> copy_ticks;
 };
 
 struct geometry {

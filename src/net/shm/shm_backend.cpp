@@ -22,6 +22,7 @@
 #include "util/settings.hpp"
 #include "util/small_copy.hpp"
 #include "util/thread_index.hpp"
+#include "util/ticks.hpp"
 #include "util/tsan.hpp"
 
 namespace weft::net::shm {
@@ -44,6 +45,7 @@ settings read_settings() {
   const std::string rma = util::get_text(setting::shm_rma);
   s.rma_by_cma = rma != "pipeline";  // auto: gets by cross-memory attach
   s.rma_auto = rma == "auto";
+  s.rma_set = util::is_set(setting::shm_rma);
   // Each size is checked against its row's range in settings.def.
   s.nchannels = *util::get_size(setting::shm_channels);
   s.chunk_size = *util::get_size(setting::shm_chunk);
@@ -114,6 +116,9 @@ std::string shm_context::describe() const {
        (settings_.rma_auto && cma_ok_     ? "the measured choice (gets by cross-memory attach)"
         : settings_.rma_by_cma && cma_ok_ ? "cross-memory attach"
                                           : "pipelined copy") +
+       (!settings_.rma_set && cma_ok_ ? " (a device allocated with peers_progress: puts by the "
+                                        "measured choice)"
+                                      : "") +
        "; " + std::to_string(settings_.nlanes) + " inbox lanes; cross-memory attach " +
        (cma_ok_ ? "permitted" : "not permitted");
   return s;
@@ -149,7 +154,9 @@ rkey_t shm_context::get_rkey(const local_region& mr) {
 // ---- device -------------------------------------------------------------------------------
 
 shm_device::shm_device(shm_context& ctx, int index, const device_config& cfg)
-    : ctx_(ctx), index_(index) {
+    : ctx_(ctx),
+      index_(index),
+      rma_auto_(ctx.config().rma_auto || (cfg.peers_progress && !ctx.config().rma_set)) {
   const auto& st = ctx.config();
   geo_.cell_size = util::round_up_pow2(std::max<size_t>(cfg.cell_size, 128));
   geo_.ncells = util::round_up_pow2(std::max<size_t>(cfg.inbox_depth, 2));
@@ -474,6 +481,7 @@ void shm_device::direct_access(bool write, int rank, void* local, size_t size, u
 bool shm_device::start_stream(int rank, put_start_msg& m) {
   m.channel = claim_channel();
   if (m.channel == geo_.nchannels) return false;
+  channel_of(own_base_, m.channel)->copy_ticks.store(0, std::memory_order_relaxed);
   if (enqueue(rank, kind_put_start, &m, sizeof(m), nullptr, 0)) return true;
   channel_of(own_base_, m.channel)->busy.store(0, std::memory_order_release);
   return false;
@@ -504,21 +512,28 @@ bool shm_device::stream_out(int rank, const void* src, size_t size, uint64_t rem
   // how long it took; WEFT_SHM_RMA=auto: a user's put's too.
   const settings& cfg = ctx_.config();
   const bool chosen = data ? cfg.mode == put_mode::automatic
-                           : kind == stream_put && cfg.rma_auto && ctx_.cma_permitted();
+                           : kind == stream_put && rma_auto_ && ctx_.cma_permitted();
   chooser* timed = chosen && !self && size ? &peers_[size_t(rank)]->choose : nullptr;
   const put_mode mode = timed               ? timed->choose(size)
                         : self || size == 0 ? put_mode::cma
                         : !data             ? rma_mechanism()
                                             : ctx_.config().mode;
   if (mode == put_mode::cma) {
-    if (timed) timed->start(mode, size);
+    if (!timed) {
+      direct_access(true, rank, const_cast<void*>(src), size, remote_addr, k, note, note_len, ctx,
+                    data);
+      return true;
+    }
+    timed->start(mode, size);
+    const uint64_t t0 = util::ticks();
     direct_access(true, rank, const_cast<void*>(src), size, remote_addr, k, note, note_len, ctx,
                   data);
-    if (timed) timed->finish(mode, size);
+    timed->record(mode, size, util::ticks() - t0);
     return true;
   }
-  put_start_msg m{remote_addr, size, k.key, k.generation, 0, 0, uint16_t(note_len), kind, {}};
+  put_start_msg m{remote_addr, size, k.key, k.generation, 0, 0, uint16_t(note_len), kind, {}, 0};
   if (note_len) memcpy(m.note, note, note_len);
+  m.timed = timed != nullptr;
   if (!start_stream(rank, m)) return false;
   if (timed) timed->start(mode, size);
   outgoing_put o{rank, m.channel, static_cast<const char*>(src), size, 0, ctx, false, {}};
@@ -618,7 +633,7 @@ bool shm_device::take_get(int rank, uint64_t ctx, pending_get* out) {
 
 // The target of a pipelined get, its region already held: stream the region back.
 bool shm_device::serve_get(int rank, const get_request_msg& m, uint32_t held) {
-  put_start_msg p{m.dst, m.size, 0, 0, m.ctx, 0, 0, stream_get_reply, {}};
+  put_start_msg p{m.dst, m.size, 0, 0, m.ctx, 0, 0, stream_get_reply, {}, 0};
   if (!start_stream(rank, p)) return false;
   outgoing_put o{rank, p.channel, reinterpret_cast<const char*>(m.remote_addr), m.size, 0, nullptr,
                  true, held};
@@ -690,6 +705,7 @@ bool shm_device::handle_other_cell(sink& s, const cell_header* c, const char* da
       incoming_put in{src,  ch,        slots_of(base, m.channel),  dst,        m.size, 0,
                       held, m.get_ctx, m.kind == stream_get_reply, m.note_len, {}};
       memcpy(in.note, m.note, sizeof(in.note));
+      in.timed = m.timed != 0;
       incoming_.add(in);
       return true;
     }
@@ -896,7 +912,6 @@ size_t shm_device::advance_work(sink& s) {
     const uint32_t verdict = ch->verdict.load(std::memory_order_acquire);
     if (verdict == verdict_refused) {
       ch->busy.store(0, std::memory_order_release);
-      if (o.timed) peers_[size_t(o.rank)]->choose.finish(put_mode::pipeline, o.size);
       if (o.get_reply)
         ctx_.regions().release(me, o.held);
       else
@@ -904,6 +919,7 @@ size_t shm_device::advance_work(sink& s) {
       return true;
     }
     const uint64_t total = nchunks(o.size);
+    const uint64_t t0 = o.timed ? util::ticks() : 0;
     while (o.next_chunk < total &&
            o.next_chunk - ch->consumed.load(std::memory_order_acquire) < nslots) {
       size_t off = o.next_chunk * chunk;
@@ -911,6 +927,7 @@ size_t shm_device::advance_work(sink& s) {
       ++o.next_chunk;
       ch->written.store(o.next_chunk, std::memory_order_release);
     }
+    if (o.timed) o.ticks += util::ticks() - t0;
     // Done once the target has accepted the region and copied every byte out: a put is
     // complete at its source only when its data is visible at the target.
     if (o.next_chunk < total || verdict != verdict_accepted ||
@@ -918,7 +935,10 @@ size_t shm_device::advance_work(sink& s) {
       return false;
     ch->busy.store(0, std::memory_order_release);
     bytes_pipelined_.fetch_add(o.size, std::memory_order_relaxed);
-    if (o.timed) peers_[size_t(o.rank)]->choose.finish(put_mode::pipeline, o.size);
+    if (o.timed)  // the two copy loops ran side by side: the longer one is the time
+      peers_[size_t(o.rank)]->choose.record(
+          put_mode::pipeline, o.size,
+          std::max(o.ticks, ch->copy_ticks.load(std::memory_order_relaxed)));
     if (!o.get_reply) {
       s.on_put_local_done(o.ctx, true);
       return true;
@@ -933,6 +953,7 @@ size_t shm_device::advance_work(sink& s) {
     if (in.copied) return s.on_remote_notify(in.rank, in.note, in.note_len);
     const uint64_t total = nchunks(in.size);
     uint64_t w = in.channel->written.load(std::memory_order_acquire);
+    const uint64_t t0 = in.timed ? util::ticks() : 0;
     while (in.consumed < w) {
 #ifdef WEFT_TEST_HOOKS
       if (ctx_.config().test_delay_us) usleep(useconds_t(ctx_.config().test_delay_us));
@@ -940,9 +961,11 @@ size_t shm_device::advance_work(sink& s) {
       size_t off = in.consumed * chunk;
       memcpy(in.dst + off, in.slots + (in.consumed % nslots) * chunk,
              std::min(chunk, in.size - off));
-      ++in.consumed;
+      if (++in.consumed == total && in.timed)  // before the store that releases it
+        in.channel->copy_ticks.store(in.ticks + (util::ticks() - t0), std::memory_order_relaxed);
       in.channel->consumed.store(in.consumed, std::memory_order_release);
     }
+    if (in.timed) in.ticks += util::ticks() - t0;
     if (in.consumed < total) return false;
     ctx_.regions().release(me, in.held);
     // The channel stays busy: its owner frees it once it has seen the transfer complete.
@@ -1011,7 +1034,6 @@ void shm_device::forget_peer(int rank) {
     if (o.rank != rank) return false;
     if (o.finished) return true;  // channel and region given back already
     channel_of(own_base_, o.channel)->busy.store(0, std::memory_order_release);
-    if (o.timed) peers_[size_t(rank)]->choose.finish(put_mode::pipeline, o.size);
     if (o.get_reply) ctx_.regions().release(me, o.held);
     return true;
   });

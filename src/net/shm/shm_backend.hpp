@@ -30,6 +30,7 @@ struct settings {
   size_t nregions;
   bool rma_by_cma;       // user puts and gets by cross-memory attach (when permitted)
   bool rma_auto;         // user puts by the chooser's measured choice (WEFT_SHM_RMA=auto)
+  bool rma_set;          // WEFT_SHM_RMA was set: it wins over a device's peers_progress
   size_t test_delay_us;  // WEFT_TEST_PIPELINE_DELAY (test builds)
 };
 
@@ -118,6 +119,7 @@ class shm_device final : public device {
     char note[max_note_size] = {};
     bool finished = false;  // get_reply: streamed; only the notification is left to take
     bool timed = false;     // its time and bytes go to the peer's chooser
+    uint64_t ticks = 0;     // timed: spent in the copy loop (chooser.hpp)
   };
   struct incoming_put {
     int rank;
@@ -132,6 +134,8 @@ class shm_device final : public device {
     uint32_t note_len;
     char note[max_note_size];
     bool copied = false;  // the data is in; only the notification is left to take
+    bool timed = false;   // the source's chooser wants our copy time (copy_ticks)
+    uint64_t ticks = 0;
   };
   struct local_event {
     enum { put_done, get_done, notify, put_ack } kind;
@@ -215,6 +219,9 @@ class shm_device final : public device {
 
   shm_context& ctx_;
   int index_;
+  // This device's puts by the chooser's measured choice: WEFT_SHM_RMA=auto, or a device
+  // allocated with peers_progress while WEFT_SHM_RMA is unset.
+  bool rma_auto_;
   geometry geo_;
   uint64_t mask_;
   uint32_t lap_shift_;  // log2(ncells): a position's lap of the ring
