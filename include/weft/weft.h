@@ -191,6 +191,19 @@ WEFT_C_API int weft_alloc_device(weft_device_t* device);
    inbox_depth messages per lane (0: the runtime's attribute). */
 WEFT_C_API int weft_alloc_device_x(weft_runtime_t runtime, weft_packet_pool_t pool,
                                    size_t inbox_depth, weft_device_t* device);
+/* Every named argument of weft::alloc_device_x, for weft_alloc_device_attr. */
+typedef struct weft_device_attr_t {
+  weft_runtime_t runtime;         /* NULL: the global runtime */
+  weft_packet_pool_t packet_pool; /* NULL: the runtime's */
+  size_t inbox_depth;             /* 0: the runtime's attribute */
+  int peers_progress;             /* 1: every rank progresses this device continuously, so
+                                     its puts may take a mechanism that needs the target's
+                                     CPU when it measures faster (docs/api.md) */
+} weft_device_attr_t;
+/* The defaults: NULL, NULL, 0, 0. */
+WEFT_C_API void weft_device_attr_init(weft_device_attr_t* attr);
+/* A device with the options of `attr` (NULL: the defaults). */
+WEFT_C_API int weft_alloc_device_attr(const weft_device_attr_t* attr, weft_device_t* device);
 /* Frees a device and sets *device to NULL; WEFT_ERR_USAGE while operations on it are
    pending. */
 WEFT_C_API int weft_free_device(weft_device_t* device);
@@ -198,6 +211,8 @@ WEFT_C_API int weft_free_device(weft_device_t* device);
 WEFT_C_API weft_device_t weft_get_default_device(weft_runtime_t runtime);
 /* The device's index (0 for the default device); -1 for a bad handle. */
 WEFT_C_API int weft_device_get_attr_index(weft_device_t device);
+/* 1 when it was allocated with peers_progress, else 0. */
+WEFT_C_API int weft_device_get_attr_peers_progress(weft_device_t device);
 /* Messages each lane of the device's inbox holds; 0 for a bad handle. */
 WEFT_C_API size_t weft_device_get_attr_inbox_depth(weft_device_t device);
 /* A device's performance counters: one per row of weft/counters.def. */

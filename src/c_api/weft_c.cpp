@@ -9,6 +9,7 @@
 
 #include "c_api/guard.hpp"
 #include "comp/comp.hpp"
+#include "util/fail.hpp"
 #include "weft/weft.h"
 #include "weft/weft.hpp"
 
@@ -264,6 +265,25 @@ int weft_alloc_device_x(weft_runtime_t runtime, weft_packet_pool_t p, size_t inb
         alloc_device_x().runtime(rt(runtime)).packet_pool(pool(p)).inbox_depth(inbox_depth)().p);
   });
 }
+void weft_device_attr_init(weft_device_attr_t* attr) {
+  if (attr) *attr = weft_device_attr_t{nullptr, nullptr, 0, 0};
+}
+int weft_alloc_device_attr(const weft_device_attr_t* attr, weft_device_t* device) {
+  return guard([&] {
+    weft_device_attr_t a;
+    weft_device_attr_init(&a);
+    if (attr) a = *attr;
+    if (a.peers_progress != 0 && a.peers_progress != 1)
+      util::fail("alloc_device", "peers_progress", std::to_string(a.peers_progress), "0 or 1");
+    need(device, "alloc_device", "device");
+    *device = reinterpret_cast<weft_device_t>(alloc_device_x()
+                                                  .runtime(rt(a.runtime))
+                                                  .packet_pool(pool(a.packet_pool))
+                                                  .inbox_depth(a.inbox_depth)
+                                                  .peers_progress(a.peers_progress == 1)()
+                                                  .p);
+  });
+}
 int weft_free_device(weft_device_t* device) {
   return guard([&] {
     device_t d = dev(*need(device, "free_device", "device"));
@@ -278,6 +298,9 @@ weft_device_t weft_get_default_device(weft_runtime_t runtime) {
 }
 int weft_device_get_attr_index(weft_device_t device) {
   return dev(device).get_attr_index();
+}
+int weft_device_get_attr_peers_progress(weft_device_t device) {
+  return dev(device).get_attr_peers_progress() ? 1 : 0;
 }
 size_t weft_device_get_attr_inbox_depth(weft_device_t device) {
   return dev(device).get_attr_inbox_depth();
