@@ -104,6 +104,23 @@ inline void wait_sync(weft::comp_t sync, weft::status_t* out, weft::device_t dev
   }
 }
 
+// Sends `mine` to rank `from` and returns what rank `to` sent (a region's handle: each
+// rank registers, then hands its handle to the rank that will write to it).
+inline weft::rmr_t swap_rmr(int to, int from, weft::rmr_t mine) {
+  weft::rmr_t theirs{};
+  weft::comp_t rs = weft::alloc_sync(), ss = weft::alloc_sync();
+  weft::status_t r =
+      post_until([&] { return weft::post_recv(to, &theirs, sizeof(theirs), 900, rs); });
+  weft::status_t s =
+      post_until([&] { return weft::post_send(from, &mine, sizeof(mine), 900, ss); });
+  weft::status_t st;
+  if (!r.error.is_done()) wait_sync(rs, &st);
+  if (!s.error.is_done()) wait_sync(ss, &st);
+  weft::free_comp(&rs);
+  weft::free_comp(&ss);
+  return theirs;
+}
+
 inline weft::status_t wait_cq(weft::comp_t cq, weft::device_t dev = {}) {
   deadline d;
   for (;;) {

@@ -116,20 +116,7 @@ int scenario_peers_progress() {
   weft::comp_t rcq = weft::alloc_cq();
   weft::rcomp_t rc = weft::register_rcomp(rcq);
   weft::barrier();
-  weft::rmr_t peer{};
-  {
-    weft::rmr_t mine = weft::get_rmr(mr);
-    weft::comp_t s = weft::alloc_sync_x().threshold(2)();
-    weft::status_t pr =
-        post_until([&] { return weft::post_recv(1 - me, &peer, sizeof(peer), 1, s); });
-    if (pr.error.is_done()) (void)weft::comp_signal(s, pr);
-    weft::status_t ps =
-        post_until([&] { return weft::post_send(1 - me, &mine, sizeof(mine), 1, s); });
-    if (ps.error.is_done()) (void)weft::comp_signal(s, ps);
-    weft::status_t st[2];
-    wait_sync(s, st);
-    weft::free_comp(&s);
-  }
+  const weft::rmr_t peer = swap_rmr(1 - me, 1 - me, weft::get_rmr(mr));
   auto bytes = [](weft::device_t d, weft::counter_t c) { return d.get_counter(c); };
   const uint64_t p0 = bytes(dev, weft::counter_t::bytes_pipelined);
   const uint64_t c0 = bytes(dev, weft::counter_t::bytes_cross_memory);

@@ -41,20 +41,7 @@ struct windows {
   unsigned char* base() { return mem.data() + kGuard; }
 
   // Sends `mine` to the previous rank and returns the next rank's handle.
-  weft::rmr_t exchange(weft::rmr_t mine) {
-    weft::rmr_t theirs{};
-    weft::comp_t rs = weft::alloc_sync(), ss = weft::alloc_sync();
-    weft::status_t r =
-        post_until([&] { return weft::post_recv(to, &theirs, sizeof(theirs), 900, rs); });
-    weft::status_t s =
-        post_until([&] { return weft::post_send(from, &mine, sizeof(mine), 900, ss); });
-    weft::status_t st;
-    if (!r.error.is_done()) wait_sync(rs, &st);
-    if (!s.error.is_done()) wait_sync(ss, &st);
-    weft::free_comp(&rs);
-    weft::free_comp(&ss);
-    return theirs;
-  }
+  weft::rmr_t exchange(weft::rmr_t mine) { return swap_rmr(to, from, mine); }
 };
 
 bool guards_intact(const unsigned char* p, size_t size) {
@@ -519,21 +506,7 @@ int scenario_rma_big() {
   weft::comp_t rcq = weft::alloc_cq();
   weft::rcomp_t rc = weft::register_rcomp(rcq);
   weft::barrier();  // every rank registered before anyone sends to it
-  weft::rmr_t peer{};
-  {
-    weft::rmr_t mine = weft::get_rmr(mr);
-    weft::comp_t s = weft::alloc_sync_x().threshold(2)();
-    // A post that finishes at once signals nothing: count it by hand.
-    weft::status_t pr =
-        post_until([&] { return weft::post_recv(1 - me, &peer, sizeof(peer), 1, s); });
-    if (pr.error.is_done()) (void)weft::comp_signal(s, pr);
-    weft::status_t ps =
-        post_until([&] { return weft::post_send(1 - me, &mine, sizeof(mine), 1, s); });
-    if (ps.error.is_done()) (void)weft::comp_signal(s, ps);
-    weft::status_t st[2];
-    wait_sync(s, st);
-    weft::free_comp(&s);
-  }
+  const weft::rmr_t peer = swap_rmr(1 - me, 1 - me, weft::get_rmr(mr));
   weft::comp_t sync = weft::alloc_sync();
   weft::status_t st;
   if (me == 0) {
