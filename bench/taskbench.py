@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """The task benchmarks (bench/taskbench.cpp) side by side, interleaved, in the same minutes:
 the Weft engine with its progress and communication threads and without them (its puts by
-the mechanism that moved more lately; each also with WEFT_SHM_RMA=cma forcing cross-memory
-attach, a plain device's default), the MPI
+cross-memory attach; each also with WEFT_ENGINE_PEERS_PROGRESS=1: puts by the mechanism that
+moved more lately), the MPI
 engine on MPICH and on Open MPI (and its continuation-based variant, mpi-cont-engine:
 completions through MPIX_Continue instead of MPI_Testsome), and plain MPI (bench_<mpi> bw,
 8 fragments in flight) at 8 MiB as the MPI engine's fairness check. Each measurement is preceded by the flag probe
@@ -37,14 +37,14 @@ def systems(build, mode):
     tb = os.path.join(build, "bench")
     weftrun = [os.path.join(build, "weftrun"), "-n", "2", "--timeout", "600"]
     nothreads = {"WEFT_ENGINE_PROGRESS_THREAD": "0", "WEFT_ENGINE_COMM_THREAD": "0"}
-    # The engine's puts go by the measured mechanism (its device has peers_progress); rma=cma
-    # forces cross-memory attach, the default of a plain device, for comparison.
-    cma = {"WEFT_SHM_RMA": "cma"}
+    # peers_progress: the engine's puts by the measured mechanism (WEFT_ENGINE_PEERS_PROGRESS);
+    # by default cross-memory attach.
+    pp = {"WEFT_ENGINE_PEERS_PROGRESS": "1"}
     out = [("weft-engine threads", weftrun + [os.path.join(tb, "weft-taskbench")], {}),
            ("weft-engine no threads", weftrun + [os.path.join(tb, "weft-taskbench")], nothreads),
-           ("weft-engine threads rma=cma", weftrun + [os.path.join(tb, "weft-taskbench")], cma),
-           ("weft-engine no threads rma=cma", weftrun + [os.path.join(tb, "weft-taskbench")],
-            dict(nothreads, **cma))]
+           ("weft-engine threads peers_progress", weftrun + [os.path.join(tb, "weft-taskbench")], pp),
+           ("weft-engine no threads peers_progress", weftrun + [os.path.join(tb, "weft-taskbench")],
+            dict(nothreads, **pp))]
     launch = {"mpich": ["mpiexec.mpich", "-bind-to", "none", "-n", "2"],
               "openmpi": ["mpirun.openmpi", "--allow-run-as-root", "--oversubscribe",
                           "--bind-to", "none", "-n", "2"]}

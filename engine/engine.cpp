@@ -123,6 +123,7 @@ void weft_engine_attr_init(weft_engine_attr_t* attr) {
   a.put_eager = 4096;
   a.queue_depth = a.deferred = 4096;
   a.max_am = 65536;
+  a.peers_progress = 0;
   weft::capi::guard([&] {
     using weft::util::get_flag;
     using weft::util::get_size;
@@ -135,6 +136,7 @@ void weft_engine_attr_init(weft_engine_attr_t* attr) {
     a.queue_depth = *get_size(setting::engine_queue_depth);
     a.deferred = *get_size(setting::engine_deferred);
     a.max_am = *get_size(setting::engine_max_am);
+    a.peers_progress = get_flag(setting::engine_peers_progress);
   });
   *attr = a;
 }

@@ -74,6 +74,8 @@ typedef struct {
   size_t queue_depth;  /* entries of each completion FIFO (AM, bulk) */
   size_t deferred;     /* posts that may wait for resources; past it, WEFT_RETRY */
   size_t max_am;       /* largest active message a tag may register (its max length) */
+  int peers_progress;  /* 1: every rank keeps its engine progressing; the Weft engine's
+                          device then has peers_progress (weft::alloc_device_x) */
 } weft_engine_attr_t;
 
 WEFT_C_API void weft_engine_attr_init(weft_engine_attr_t* attr);
