@@ -259,20 +259,15 @@ int weft_alloc_device(weft_device_t* device) {
 }
 int weft_alloc_device_x(weft_runtime_t runtime, weft_packet_pool_t p, size_t inbox_depth,
                         weft_device_t* device) {
-  return guard([&] {
-    need(device, "alloc_device", "device");
-    *device = reinterpret_cast<weft_device_t>(
-        alloc_device_x().runtime(rt(runtime)).packet_pool(pool(p)).inbox_depth(inbox_depth)().p);
-  });
+  const weft_device_attr_t a{runtime, p, inbox_depth, 0};
+  return weft_alloc_device_attr(&a, device);
 }
 void weft_device_attr_init(weft_device_attr_t* attr) {
   if (attr) *attr = weft_device_attr_t{nullptr, nullptr, 0, 0};
 }
 int weft_alloc_device_attr(const weft_device_attr_t* attr, weft_device_t* device) {
   return guard([&] {
-    weft_device_attr_t a;
-    weft_device_attr_init(&a);
-    if (attr) a = *attr;
+    const weft_device_attr_t a = attr ? *attr : weft_device_attr_t{nullptr, nullptr, 0, 0};
     if (a.peers_progress != 0 && a.peers_progress != 1)
       util::fail("alloc_device", "peers_progress", std::to_string(a.peers_progress), "0 or 1");
     need(device, "alloc_device", "device");

@@ -481,7 +481,8 @@ void shm_device::direct_access(bool write, int rank, void* local, size_t size, u
 bool shm_device::start_stream(int rank, put_start_msg& m) {
   m.channel = claim_channel();
   if (m.channel == geo_.nchannels) return false;
-  channel_of(own_base_, m.channel)->copy_ticks.store(0, std::memory_order_relaxed);
+  // Only a timed transfer's: the line is the target's (it writes `consumed` there).
+  if (m.timed) channel_of(own_base_, m.channel)->copy_ticks.store(0, std::memory_order_relaxed);
   if (enqueue(rank, kind_put_start, &m, sizeof(m), nullptr, 0)) return true;
   channel_of(own_base_, m.channel)->busy.store(0, std::memory_order_release);
   return false;
@@ -519,16 +520,11 @@ bool shm_device::stream_out(int rank, const void* src, size_t size, uint64_t rem
                         : !data             ? rma_mechanism()
                                             : ctx_.config().mode;
   if (mode == put_mode::cma) {
-    if (!timed) {
-      direct_access(true, rank, const_cast<void*>(src), size, remote_addr, k, note, note_len, ctx,
-                    data);
-      return true;
-    }
-    timed->start(mode, size);
-    const uint64_t t0 = util::ticks();
+    if (timed) timed->start(mode, size);
+    const uint64_t t0 = timed ? util::ticks() : 0;
     direct_access(true, rank, const_cast<void*>(src), size, remote_addr, k, note, note_len, ctx,
                   data);
-    timed->record(mode, size, util::ticks() - t0);
+    if (timed) timed->record(mode, size, util::ticks() - t0);
     return true;
   }
   put_start_msg m{remote_addr, size, k.key, k.generation, 0, 0, uint16_t(note_len), kind, {}, 0};
