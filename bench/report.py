@@ -268,8 +268,12 @@ def write_medians_csv(path, med, classes_seen):
                     w.writerow([c] + list(k) + ["%.6g" % med[k][c][0], med[k][c][1]])
 
 
-def make_plots(med, cls, out, threads):
-    """PNG plots of one class's medians; returns the files written."""
+PLOTS = ("bandwidth", "latency", "rate_threads", "resources")
+
+
+def make_plots(med, cls, out, threads, which=PLOTS, prefix=""):
+    """PNG plots (those named in `which`, files prefixed by `prefix`) of one class's medians;
+    returns the files written."""
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -281,13 +285,16 @@ def make_plots(med, cls, out, threads):
     files = []
 
     def save(fig, ax, name, xlabel, ylabel, title, legend=True):
+        if name not in which:
+            plt.close(fig)
+            return
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
         ax.set_title("%s (%s measurements)" % (title, cls), fontsize=10)
         if legend:
             ax.legend(fontsize=8)
             ax.grid(alpha=0.3)
-        path = os.path.join(out, "%s_%s.png" % (name, cls))
+        path = os.path.join(out, "%s%s_%s.png" % (prefix, name, cls))
         fig.tight_layout()
         fig.savefig(path, dpi=110)
         files.append(path)
@@ -336,7 +343,8 @@ def make_plots(med, cls, out, threads):
                 pts.append((t, v))
         if pts:
             ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label="%s %s (%s)" % (system, mode, res))
-    ax.set_xticks(counts)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(counts, [str(t) for t in counts])
     save(fig, ax, "rate_threads", "threads per process", "8-byte message rate (M/s)", "Message rate against threads")
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
@@ -393,7 +401,8 @@ def write_doc(path, raw, commands, quick, threads, out, seconds):
                  platform.processor() or platform.machine(), nrounds, "s" if nrounds != 1 else "",
                  ", %.0f minutes" % (seconds / 60) if seconds else "", CLASS_RULE,
                  ", ".join("%d %s" % (counts[c], c) for c in seen)),
-             "", "Two cores: the multithreaded figures show contention, not scale."]
+             "", "Two cores: the multithreaded figures show contention, not scale. Message rate against "
+             "1 to 16 threads on a 16-core machine: [scaling.md](scaling.md)."]
     rounds = [Round(idx[rd], classes[rd]) for rd in sorted(idx, key=int)]
     for c in ("fast", "slow", "mixed", "unclassified"):
         table = ratio_table(rounds, threads, c)
