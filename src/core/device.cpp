@@ -14,7 +14,7 @@
 namespace weft::impl {
 
 device_impl::device_impl(runtime_impl& r, int idx, packet_pool_impl* p, size_t inbox_depth,
-                         bool peers_progress)
+                         bool peers_progress, bool shared)
     : rt(r),
       index(idx),
       inbox_depth(inbox_depth),
@@ -30,7 +30,7 @@ device_impl::device_impl(runtime_impl& r, int idx, packet_pool_impl* p, size_t i
       inject_limit(r.attr.inject_size),
       dead_(new std::atomic<bool>[size_t(r.size())]) {
   for (int i = 0; i < r.size(); ++i) dead_[size_t(i)].store(false);
-  net::device_config cfg{r.attr.packet_size, inbox_depth, peers_progress};
+  net::device_config cfg{r.attr.packet_size, inbox_depth, peers_progress, shared};
   net = r.net->alloc_device(idx, cfg);
 }
 

@@ -77,7 +77,7 @@ class device_impl final : public net::sink {
  public:
   WEFT_GENERATIONAL_MEMORY  // behind device_t handles, which carry a generation
   device_impl(runtime_impl& rt, int index, packet_pool_impl* pool, size_t inbox_depth,
-              bool peers_progress);
+              bool peers_progress, bool shared);
   ~device_impl() override;
 
   // ---- posting (core/post.cpp) ----

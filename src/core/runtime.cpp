@@ -100,7 +100,7 @@ runtime_impl::runtime_impl(const runtime_args& a, bool global)
   if (attr.alloc_defaults) {
     default_engine = alloc_engine(attr.match_buckets, nullptr);
     default_pool = alloc_pool(attr.packet_size, attr.npackets);
-    default_device = alloc_device(default_pool, attr.inbox_depth);
+    default_device = alloc_device(default_pool, attr.inbox_depth, false, true);
   }
 
   if (global) {
@@ -223,11 +223,11 @@ size_t runtime_impl::pending_operations() {
 }
 
 device_impl* runtime_impl::alloc_device(packet_pool_impl* pool, size_t inbox_depth,
-                                        bool peers_progress) {
+                                        bool peers_progress, bool shared) {
   if (!pool) pool = pool_or_fail("alloc_device");
   std::lock_guard<std::mutex> g(lock_);  // collective: one allocation at a time per process
   auto* d = new device_impl(*this, next_device_index_++, pool,
-                            inbox_depth ? inbox_depth : attr.inbox_depth, peers_progress);
+                            inbox_depth ? inbox_depth : attr.inbox_depth, peers_progress, shared);
   devices_.push_back(d);
   return d;
 }

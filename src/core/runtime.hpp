@@ -68,8 +68,9 @@ class runtime_impl {
   int rank() const { return boot->rank(); }
   int size() const { return boot->size(); }
 
-  device_impl* alloc_device(packet_pool_impl* pool, size_t inbox_depth,
-                            bool peers_progress = false);
+  // shared: the runtime's default device (net::device_config::shared).
+  device_impl* alloc_device(packet_pool_impl* pool, size_t inbox_depth, bool peers_progress = false,
+                            bool shared = false);
   void free_device(device_impl* d);
   packet_pool_impl* alloc_pool(size_t packet_size, size_t npackets);
   void free_pool(packet_pool_impl* p);

@@ -14,6 +14,7 @@
 
 #include "mp_common.hpp"
 #include "mp_scenarios.hpp"
+#include "net/shm/layout.hpp"
 
 using namespace mp;
 
@@ -59,9 +60,13 @@ long peak_kib() {
 // What the receiver can hold before its senders must stop: what it keeps (`kept`) plus its
 // inbox, every lane of it on shared memory, or on the network the credits each peer has
 // (inbox_depth messages; see net/credits.hpp).
+// Its ranks share one host, and the burst goes through the default device.
 size_t bound_of(size_t kept) {
   const char* lanes = getenv("WEFT_SHM_LANES");
-  const size_t nlanes = lanes ? size_t(atoi(lanes)) : 4;
+  const size_t nlanes =
+      lanes ? size_t(atoi(lanes))
+            : weft::net::shm::default_lanes(true, std::thread::hardware_concurrency(),
+                                            size_t(weft::get_rank_n()));
   return kept + nlanes * weft::get_g_runtime().get_attr_inbox_depth() + 64;
 }
 

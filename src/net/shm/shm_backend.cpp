@@ -12,6 +12,7 @@
 #include <chrono>
 #include <climits>
 #include <cstring>
+#include <thread>
 
 #include "bootstrap/bootstrap.hpp"
 #include "net/shm/cma.hpp"
@@ -50,7 +51,7 @@ settings read_settings() {
   s.nchannels = *util::get_size(setting::shm_channels);
   s.chunk_size = *util::get_size(setting::shm_chunk);
   s.nslots = *util::get_size(setting::shm_slots);
-  s.nlanes = *util::get_size(setting::shm_lanes);
+  s.nlanes = util::get_size(setting::shm_lanes).value_or(0);
   s.nregions = *util::get_size(setting::shm_regions);
 #ifdef WEFT_TEST_HOOKS
   s.test_delay_us = *util::get_size(setting::test_pipeline_delay);
@@ -119,8 +120,15 @@ std::string shm_context::describe() const {
        (!settings_.rma_set && cma_ok_ ? " (a device allocated with peers_progress: puts by the "
                                         "measured choice)"
                                       : "") +
-       "; " + std::to_string(settings_.nlanes) + " inbox lanes; cross-memory attach " +
-       (cma_ok_ ? "permitted" : "not permitted");
+       "; " +
+       (settings_.nlanes
+            ? std::to_string(settings_.nlanes) + " inbox lanes"
+            : "inbox lanes: " +
+                  std::to_string(default_lanes(true, std::thread::hardware_concurrency(),
+                                               size_t(boot_->local_size()))) +
+                  " on the default device, " + std::to_string(default_lanes(false, 0, 1)) +
+                  " on others") +
+       "; cross-memory attach " + (cma_ok_ ? "permitted" : "not permitted");
   return s;
 }
 
@@ -163,7 +171,9 @@ shm_device::shm_device(shm_context& ctx, int index, const device_config& cfg)
   geo_.nchannels = st.nchannels;
   geo_.chunk_size = st.chunk_size;
   geo_.nslots = st.nslots;
-  geo_.nlanes = st.nlanes;
+  geo_.nlanes = st.nlanes ? st.nlanes
+                          : default_lanes(cfg.shared, std::thread::hardware_concurrency(),
+                                          size_t(ctx.boot().local_size()));
   mask_ = geo_.ncells - 1;
   lap_shift_ = uint32_t(__builtin_ctzll(geo_.ncells));
 #ifdef WEFT_TEST_HOOKS

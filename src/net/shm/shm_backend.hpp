@@ -26,7 +26,7 @@ struct settings {
   size_t nchannels;
   size_t chunk_size;
   size_t nslots;
-  size_t nlanes;
+  size_t nlanes;  // WEFT_SHM_LANES; 0 when unset (default_lanes decides per device)
   size_t nregions;
   bool rma_by_cma;       // user puts and gets by cross-memory attach (when permitted)
   bool rma_auto;         // user puts by the chooser's measured choice (WEFT_SHM_RMA=auto)
