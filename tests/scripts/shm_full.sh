@@ -27,3 +27,18 @@ WEFT_INBOX_DEPTH=16 WEFT_SHM_LANES=1 WEFT_SHM_CHANNELS=1 WEFT_SHM_SLOTS=2 WEFT_S
 [ $rc -eq 0 ] && each_rank_passed 2 ||
   { cat "$out"; fail "with the settings lowered the job still does not fit (rc $rc)"; }
 pass "with the settings the error names lowered, the job fits in 2 MiB"
+
+# The default device's extra lanes (WEFT_SHM_LANES unset, as on a 64-thread host here) give
+# way to a /dev/shm without room for them: 4 lanes, a warning, and the job runs. Lanes set
+# by the user are never shrunk: the error above instead.
+small_shm_of() { unshare -m sh -c 'mount -t tmpfs -o size="$0" tmpfs /dev/shm && exec "$@"' "$@"; }
+WEFT_TEST_HW_THREADS=64 small_shm_of 24m timeout 100 "$weftrun" -n 2 --timeout 60 --tag-output "$mp" matrix >"$out" 2>&1; rc=$?
+[ $rc -eq 0 ] && each_rank_passed 2 ||
+  { cat "$out"; fail "the default device's lanes did not give way to a small /dev/shm (rc $rc)"; }
+[ "$(grep -c "has no room for device 0's 32 inbox lanes; it has 4" "$out")" -eq 2 ] ||
+  { cat "$out"; fail "no warning from each rank that its lanes gave way"; }
+pass "the default device's 32 lanes give way to 4 in a 24 MiB /dev/shm, with a warning"
+WEFT_SHM_LANES=32 small_shm_of 24m timeout 100 "$weftrun" -n 2 --timeout 60 --tag-output "$mp" matrix >"$out" 2>&1; rc=$?
+[ $rc -ne 0 ] && grep -q "cannot reserve it in /dev/shm" "$out" ||
+  { cat "$out"; fail "lanes the user set were shrunk instead of refused (rc $rc)"; }
+pass "lanes the user set are not shrunk: the error names the settings"

@@ -40,7 +40,7 @@ struct alignas(util::cache_line) segment_header {
 // through it without taking turns at one tail (measured on 16 cores, 16 threads on one
 // device: 20 M/s with 4 lanes, 107-118 with 16). Each lane reserves inbox_depth x (cell size
 // + 64) bytes of /dev/shm when the device is allocated, so the others, usually a thread's
-// own, keep 4; every rank of a node computes the same, as the segments require.
+// own, keep 4. Ranks need not agree: a sender reads its target's lanes from its header.
 inline size_t default_lanes(bool shared, size_t hw_threads, size_t local_ranks) {
   const size_t per = std::max<size_t>(hw_threads, 1) / std::max<size_t>(local_ranks, 1);
   size_t n = 4;

@@ -30,7 +30,7 @@ segment::~segment() {
   unlink();
 }
 
-void segment::create(const std::string& name, size_t size, const char* settings) {
+bool segment::create(const std::string& name, size_t size, const char* settings, bool may_refuse) {
   size_ = size;
   if (name.empty()) {
     base_ = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -38,7 +38,7 @@ void segment::create(const std::string& name, size_t size, const char* settings)
       base_ = nullptr;
       util::fail("shm segment", "size", std::to_string(size), strerror(errno));
     }
-    return;
+    return true;
   }
   int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
   if (fd < 0) util::fail("shm_open", "name", name, strerror(errno));
@@ -51,6 +51,10 @@ void segment::create(const std::string& name, size_t size, const char* settings)
   }
   if (int e = posix_fallocate(fd, 0, off_t(size)); e != 0) {
     close(fd);
+    if (may_refuse && (e == ENOSPC || e == ENOMEM)) {
+      unlink();
+      return false;
+    }
     std::string free_space;
     struct statvfs fs {};
     if (statvfs("/dev/shm", &fs) == 0)
@@ -69,6 +73,7 @@ void segment::create(const std::string& name, size_t size, const char* settings)
     base_ = nullptr;
     util::fail("shm segment mmap", "size", std::to_string(size), strerror(e));
   }
+  return true;
 }
 
 void segment::prefault(size_t offset, size_t len) {

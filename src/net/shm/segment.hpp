@@ -20,8 +20,9 @@ class segment {
 
   // name empty: anonymous. The file's memory is reserved here (posix_fallocate), so a
   // full /dev/shm is an error at start-up, naming the size and `settings` (the variables
-  // that lower it), not a SIGBUS in the middle of traffic.
-  void create(const std::string& name, size_t size, const char* settings);
+  // that lower it), not a SIGBUS in the middle of traffic. With may_refuse, a /dev/shm
+  // without room returns false instead (nothing created) so that the caller may ask less.
+  bool create(const std::string& name, size_t size, const char* settings, bool may_refuse = false);
   // Maps the whole of an existing segment, which must hold at least min_size bytes.
   void attach(const std::string& name, size_t min_size);
   void unlink();

@@ -27,7 +27,15 @@
 #include "util/tsan.hpp"
 
 namespace weft::net::shm {
+
 namespace {
+// The host's hardware threads, as default_lanes counts them (a test build may pretend).
+size_t hw_threads() {
+#ifdef WEFT_TEST_HOOKS
+  if (size_t t = *util::get_size(util::setting::test_hw_threads)) return t;
+#endif
+  return std::thread::hardware_concurrency();
+}
 
 // Read by peers through cross-memory attach at start-up to learn whether it is permitted.
 volatile uint64_t cma_probe_cookie = 0x57454654434d4121ull;
@@ -124,8 +132,7 @@ std::string shm_context::describe() const {
        (settings_.nlanes
             ? std::to_string(settings_.nlanes) + " inbox lanes"
             : "inbox lanes: " +
-                  std::to_string(default_lanes(true, std::thread::hardware_concurrency(),
-                                               size_t(boot_->local_size()))) +
+                  std::to_string(default_lanes(true, hw_threads(), size_t(boot_->local_size()))) +
                   " on the default device, " + std::to_string(default_lanes(false, 0, 1)) +
                   " on others") +
        "; cross-memory attach " + (cma_ok_ ? "permitted" : "not permitted");
@@ -171,9 +178,9 @@ shm_device::shm_device(shm_context& ctx, int index, const device_config& cfg)
   geo_.nchannels = st.nchannels;
   geo_.chunk_size = st.chunk_size;
   geo_.nslots = st.nslots;
-  geo_.nlanes = st.nlanes ? st.nlanes
-                          : default_lanes(cfg.shared, std::thread::hardware_concurrency(),
-                                          size_t(ctx.boot().local_size()));
+  geo_.nlanes = st.nlanes
+                    ? st.nlanes
+                    : default_lanes(cfg.shared, hw_threads(), size_t(ctx.boot().local_size()));
   mask_ = geo_.ncells - 1;
   lap_shift_ = uint32_t(__builtin_ctzll(geo_.ncells));
 #ifdef WEFT_TEST_HOOKS
@@ -200,10 +207,23 @@ std::string shm_device::create_segment() {
     name = "/weft-" + b.job_id() + "-" + std::to_string(ctx_.context_id()) + "-" +
            std::to_string(index_) + "-" + std::to_string(me);
   }
-  own_.create(name, geo_.total(),
-              "WEFT_INBOX_DEPTH and WEFT_SHM_LANES (inbox), WEFT_PACKET_SIZE (cell), "
-              "WEFT_SHM_CHANNELS, WEFT_SHM_SLOTS and WEFT_SHM_CHUNK (put channels)");
+  const char* settings =
+      "WEFT_INBOX_DEPTH and WEFT_SHM_LANES (inbox), WEFT_PACKET_SIZE (cell), "
+      "WEFT_SHM_CHANNELS, WEFT_SHM_SLOTS and WEFT_SHM_CHUNK (put channels)";
+  // Lanes beyond the usual 4 that nobody asked for (default_lanes) give way to a small
+  // /dev/shm: peers read each device's lanes from its header, so ranks may differ.
+  const size_t wanted = geo_.nlanes;
+  const bool may_shrink = !ctx_.config().nlanes && wanted > 4;
+  if (!own_.create(name, geo_.total(), settings, may_shrink)) {
+    geo_.nlanes = 4;
+    own_.create(name, geo_.total(), settings);
+    WEFT_LOG(warn,
+             "shm: /dev/shm has no room for device %d's %zu inbox lanes; it has 4 (threads "
+             "sharing it take turns beyond 4; give /dev/shm more room)",
+             index_, wanted);
+  }
   own_base_ = static_cast<char*>(own_.base());
+  own_channels_ = own_base_ + geo_.channels_offset();
   auto* h = new (own_base_) segment_header{};
   h->magic = segment_magic;
   h->layout = layout_version;
@@ -242,7 +262,7 @@ std::string shm_device::create_segment() {
     }
   }
   for (uint32_t c = 0; c < geo_.nchannels; ++c) {
-    auto* ch = new (channel_of(own_base_, c)) channel_header{};
+    auto* ch = new (channel_of(own_channels_, c)) channel_header{};
     ch->busy.store(0);
     ch->written.store(0);
     ch->consumed.store(0);
@@ -260,9 +280,8 @@ std::string shm_device::create_segment() {
 void shm_device::agree_and_publish(const std::string& name) {
   auto& b = ctx_.boot();
   char mine[256];
-  snprintf(mine, sizeof(mine),
-           "cell_size=%zu cells=%zu lanes=%zu channels=%zu chunk_size=%zu slots=%zu",
-           size_t(geo_.cell_size), size_t(geo_.ncells), size_t(geo_.nlanes), size_t(geo_.nchannels),
+  snprintf(mine, sizeof(mine), "cell_size=%zu cells=%zu channels=%zu chunk_size=%zu slots=%zu",
+           size_t(geo_.cell_size), size_t(geo_.ncells), size_t(geo_.nchannels),
            size_t(geo_.chunk_size), size_t(geo_.nslots));
   b.check_agreement(key("geo", ctx_.context_id(), index_), mine, "alloc_device (shm)",
                     "device geometry",
@@ -279,6 +298,7 @@ void shm_device::attach_peers() {
   peers_.resize(size_t(n));
   for (int r = 0; r < n; ++r) {
     auto p = std::make_unique<peer>();
+    geometry pg = geo_;  // the peer's: its own number of lanes, the rest as ours
     if (r == me) {
       p->base = own_base_;
       if (!own_.name().empty()) p->bell_at = bell_address_of(own_.name());
@@ -296,24 +316,28 @@ void shm_device::attach_peers() {
                    "not a Weft shm segment of layout version " + std::to_string(layout_version));
       if (ph->cookie != b.cookie())
         fail_foreign_segment("alloc_device (shm)", b.job_rank(r), seg_name);
-      if (ph->cell_size != geo_.cell_size || ph->ncells != geo_.ncells ||
-          ph->nlanes != geo_.nlanes || ph->nchannels != geo_.nchannels)
+      // Lanes are the peer's own choice (default_lanes depends on its host), within the
+      // range the bell's mask allows; the rest must be as published and agreed.
+      pg.nlanes = ph->nlanes;
+      if (ph->cell_size != geo_.cell_size || ph->ncells != geo_.ncells || ph->nlanes == 0 ||
+          ph->nlanes > 64 || ph->nchannels != geo_.nchannels)
         util::fail("alloc_device (shm)", "peer segment of rank " + std::to_string(r), "header",
                    "disagrees with the settings the peer published");
-      if (p->seg.size() < geo_.total())
+      if (p->seg.size() < pg.total())
         util::fail("alloc_device (shm)", "peer segment of rank " + std::to_string(r),
                    std::to_string(p->seg.size()) + " bytes",
-                   "smaller than its header says (" + std::to_string(geo_.total()) + ")");
+                   "smaller than its header says (" + std::to_string(pg.total()) + ")");
       // The peer's staging slots, which this rank reads: mapped now, not by the first
       // large message (see docs/shm.md, "First transfer").
-      p->seg.prefault(geo_.channels_offset(), geo_.channel_stride() * geo_.nchannels);
+      p->seg.prefault(pg.channels_offset(), pg.channel_stride() * pg.nchannels);
     }
-    p->bell_ = reinterpret_cast<bell*>(p->base + geo_.bell_offset());
-    p->lanes.resize(geo_.nlanes);
-    for (size_t l = 0; l < geo_.nlanes; ++l) {
-      p->lanes[l].tail = reinterpret_cast<ring_index*>(p->base + geo_.tail_offset(l));
-      p->lanes[l].cells = p->base + geo_.cells_offset(l);
-      p->lanes[l].bodies = p->base + geo_.bodies_offset(l);
+    p->bell_ = reinterpret_cast<bell*>(p->base + pg.bell_offset());
+    p->channels = p->base + pg.channels_offset();
+    p->lanes.resize(pg.nlanes);
+    for (size_t l = 0; l < pg.nlanes; ++l) {
+      p->lanes[l].tail = reinterpret_cast<ring_index*>(p->base + pg.tail_offset(l));
+      p->lanes[l].cells = p->base + pg.cells_offset(l);
+      p->lanes[l].bodies = p->base + pg.bodies_offset(l);
     }
     p->pid = ctx_.pid_of(r);
     if (r != me)
@@ -324,14 +348,12 @@ void shm_device::attach_peers() {
 
 shm_device::~shm_device() = default;
 
-channel_header* shm_device::channel_of(char* base, uint32_t c) const {
-  return reinterpret_cast<channel_header*>(base + geo_.channels_offset() +
-                                           geo_.channel_stride() * c);
+channel_header* shm_device::channel_of(char* channels, uint32_t c) const {
+  return reinterpret_cast<channel_header*>(channels + geo_.channel_stride() * c);
 }
 
-char* shm_device::slots_of(char* base, uint32_t c) const {
-  return base + geo_.channels_offset() + geo_.channel_stride() * c +
-         geometry::align(sizeof(channel_header), 4096);
+char* shm_device::slots_of(char* channels, uint32_t c) const {
+  return channels + geo_.channel_stride() * c + geometry::align(sizeof(channel_header), 4096);
 }
 
 bool shm_device::enqueue_inline(int rank, uint8_t kind, const void* a, size_t alen, const void* b,
@@ -339,8 +361,8 @@ bool shm_device::enqueue_inline(int rank, uint8_t kind, const void* a, size_t al
   peer& p = *peers_[size_t(rank)];
   // One thread's messages to one peer share a lane, so they stay in order. No division
   // while there are no more threads than lanes (a divide is tens of cycles).
-  const size_t t = util::thread_index();
-  const size_t li = t < geo_.nlanes ? t : t % geo_.nlanes;
+  const size_t t = util::thread_index(), nlanes = p.lanes.size();
+  const size_t li = t < nlanes ? t : t % nlanes;
   const lane& ln = p.lanes[li];
   // The peer polls only the lanes marked in its bell (the line this send reads for `armed`
   // anyway), so the first claim in a lane marks it first. A poll that read the mask just
@@ -410,13 +432,13 @@ uint32_t shm_device::claim_channel() {
   uint32_t c = 0;
   for (; c < geo_.nchannels; ++c) {
     uint32_t expect = 0;
-    auto* ch = channel_of(own_base_, c);
+    auto* ch = channel_of(own_channels_, c);
     if (ch->busy.load(std::memory_order_relaxed) == 0 &&
         ch->busy.compare_exchange_strong(expect, 1, std::memory_order_acquire))
       break;
   }
   if (c < geo_.nchannels) {
-    auto* ch = channel_of(own_base_, c);
+    auto* ch = channel_of(own_channels_, c);
     ch->written.store(0, std::memory_order_relaxed);
     ch->consumed.store(0, std::memory_order_relaxed);
     ch->verdict.store(verdict_pending, std::memory_order_relaxed);
@@ -492,9 +514,9 @@ bool shm_device::start_stream(int rank, put_start_msg& m) {
   m.channel = claim_channel();
   if (m.channel == geo_.nchannels) return false;
   // Only a timed transfer's: the line is the target's (it writes `consumed` there).
-  if (m.timed) channel_of(own_base_, m.channel)->copy_ticks.store(0, std::memory_order_relaxed);
+  if (m.timed) channel_of(own_channels_, m.channel)->copy_ticks.store(0, std::memory_order_relaxed);
   if (enqueue(rank, kind_put_start, &m, sizeof(m), nullptr, 0)) return true;
-  channel_of(own_base_, m.channel)->busy.store(0, std::memory_order_release);
+  channel_of(own_channels_, m.channel)->busy.store(0, std::memory_order_release);
   return false;
 }
 
@@ -674,7 +696,7 @@ bool shm_device::handle_other_cell(sink& s, const cell_header* c, const char* da
       if (c->len != sizeof(m)) break;
       memcpy(&m, data, sizeof(m));
       if (m.channel >= geo_.nchannels || m.note_len > sizeof(m.note)) break;
-      char* base = peers_[size_t(src)]->base;
+      char* base = peers_[size_t(src)]->channels;
       auto* ch = channel_of(base, m.channel);
       char* dst = reinterpret_cast<char*>(m.remote_addr);
       rkey_t k{m.key, m.generation};
@@ -913,8 +935,8 @@ size_t shm_device::advance_work(sink& s) {
   n += outgoing_.advance([&](outgoing_put& o) {
     // A get served and streamed whose notification our sink refused: offer it again.
     if (o.finished) return s.on_remote_notify(o.rank, o.note, o.note_len);
-    auto* ch = channel_of(own_base_, o.channel);
-    char* slots = slots_of(own_base_, o.channel);
+    auto* ch = channel_of(own_channels_, o.channel);
+    char* slots = slots_of(own_channels_, o.channel);
     const uint32_t verdict = ch->verdict.load(std::memory_order_acquire);
     if (verdict == verdict_refused) {
       ch->busy.store(0, std::memory_order_release);
@@ -1039,7 +1061,7 @@ void shm_device::forget_peer(int rank) {
   outgoing_.remove_if([&](const outgoing_put& o) {
     if (o.rank != rank) return false;
     if (o.finished) return true;  // channel and region given back already
-    channel_of(own_base_, o.channel)->busy.store(0, std::memory_order_release);
+    channel_of(own_channels_, o.channel)->busy.store(0, std::memory_order_release);
     if (o.get_reply) ctx_.regions().release(me, o.held);
     return true;
   });

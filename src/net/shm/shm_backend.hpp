@@ -98,7 +98,8 @@ class shm_device final : public device {
     segment seg;
     char* base = nullptr;
     bell* bell_ = nullptr;
-    std::vector<lane> lanes;
+    std::vector<lane> lanes;   // as many as its header says: each rank sizes its own inbox
+    char* channels = nullptr;  // its put channels (where they start depends on its lanes)
     pid_t pid = 0;
     // A cross-memory copy found the process gone (ESRCH): dead, even while it lingers as
     // a zombie that kill(pid, 0) still finds until its parent reaps it.
@@ -211,8 +212,9 @@ class shm_device final : public device {
                                                     size_t max);
   // Under hold.lock: offers one claimed cell, or holds it behind its sender's held ones.
   bool offer_cell(sink& s, const lane& ln, lane_hold& hold, uint64_t pos);
-  channel_header* channel_of(char* base, uint32_t c) const;
-  char* slots_of(char* base, uint32_t c) const;
+  // Channel c of the channel area at `channels` (own_channels_ or a peer's).
+  channel_header* channel_of(char* channels, uint32_t c) const;
+  char* slots_of(char* channels, uint32_t c) const;
   size_t nchunks(size_t size) const {
     return (size + geo_.chunk_size - 1) / geo_.chunk_size;
   }
@@ -227,6 +229,7 @@ class shm_device final : public device {
   uint32_t lap_shift_;  // log2(ncells): a position's lap of the ring
   segment own_;
   char* own_base_ = nullptr;
+  char* own_channels_ = nullptr;
   bell* own_bell_ = nullptr;
   std::vector<lane> own_lanes_;
   std::unique_ptr<lane_hold[]> holds_;        // one per own lane
