@@ -16,7 +16,8 @@ weft_engine::weft_engine(const weft_engine_attr_t& a) {
   // Only on the runtime's word: a pipelined put needs its target to progress, and a rank
   // busy in a long task (a Cholesky's GEMM) holds it up, where cross-memory attach does not
   // wait (docs/engine.md: 2 MiB tiles 56-82 GFLOP/s pipelined against 89-98).
-  dev_ = alloc_device_x().peers_progress(a.peers_progress != 0)();
+  // Shared: the runtime's threads post on it while the engine's threads progress it.
+  dev_ = alloc_device_x().peers_progress(a.peers_progress != 0).shared(true)();
   am_cq_ = alloc_cq_x().depth(a.queue_depth)();
   bulk_cq_ = alloc_cq_x().depth(a.queue_depth)();
   am_rc_ = register_rcomp(am_cq_);

@@ -78,6 +78,7 @@ struct device_args {
   packet_pool_t packet_pool;
   size_t inbox_depth = 0;
   bool peers_progress = false;
+  bool shared = false;
 };
 WEFT_API device_t alloc_device_impl(const device_args& a);
 struct packet_pool_args {
@@ -128,6 +129,11 @@ class alloc_device_x {
   // device's puts by a mechanism that needs the target's CPU when it measures faster
   // (shared memory: as WEFT_SHM_RMA=auto, unless WEFT_SHM_RMA is set). Default false.
   WEFT_OFF_ARG(bool, peers_progress)
+  // Many threads will post on and progress this device at once, as on the runtime's default
+  // device, so a backend may spread it wider (shared memory: an inbox lane per hardware
+  // thread of the rank's share of the host, unless WEFT_SHM_LANES is set). Default false:
+  // a device of one thread's own.
+  WEFT_OFF_ARG(bool, shared)
   device_t operator()() const { return detail::alloc_device_impl(a_); }
   device_t call() const { return (*this)(); }
 };

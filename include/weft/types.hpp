@@ -148,6 +148,9 @@ struct device_t {
   WEFT_API size_t get_attr_inbox_depth() const;
   // Whether it was allocated with peers_progress (alloc_device_x); false for an empty handle.
   WEFT_API bool get_attr_peers_progress() const;
+  // Whether it is shared (alloc_device_x's `shared`; the default device is); false for an
+  // empty handle.
+  WEFT_API bool get_attr_shared() const;
   // Counter `c` of this device, summed over the threads that used it; an empty handle reads
   // the global runtime's default device. A freed device is a fatal_error naming
   // get_counter.

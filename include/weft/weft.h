@@ -199,8 +199,10 @@ typedef struct weft_device_attr_t {
   int peers_progress;             /* 1: every rank progresses this device continuously, so
                                      its puts may take a mechanism that needs the target's
                                      CPU when it measures faster (docs/api.md) */
+  int shared;                     /* 1: many threads post on and progress it at once, as on
+                                     the default device; a backend may spread it wider */
 } weft_device_attr_t;
-/* The defaults: NULL, NULL, 0, 0. */
+/* The defaults: NULL, NULL, 0, 0, 0. */
 WEFT_C_API void weft_device_attr_init(weft_device_attr_t* attr);
 /* A device with the options of `attr` (NULL: the defaults). */
 WEFT_C_API int weft_alloc_device_attr(const weft_device_attr_t* attr, weft_device_t* device);
@@ -213,6 +215,8 @@ WEFT_C_API weft_device_t weft_get_default_device(weft_runtime_t runtime);
 WEFT_C_API int weft_device_get_attr_index(weft_device_t device);
 /* 1 when it was allocated with peers_progress, else 0. */
 WEFT_C_API int weft_device_get_attr_peers_progress(weft_device_t device);
+/* 1 when it is shared (weft_device_attr_t.shared, or the default device), else 0. */
+WEFT_C_API int weft_device_get_attr_shared(weft_device_t device);
 /* Messages each lane of the device's inbox holds; 0 for a bad handle. */
 WEFT_C_API size_t weft_device_get_attr_inbox_depth(weft_device_t device);
 /* A device's performance counters: one per row of weft/counters.def. */

@@ -259,23 +259,26 @@ int weft_alloc_device(weft_device_t* device) {
 }
 int weft_alloc_device_x(weft_runtime_t runtime, weft_packet_pool_t p, size_t inbox_depth,
                         weft_device_t* device) {
-  const weft_device_attr_t a{runtime, p, inbox_depth, 0};
+  const weft_device_attr_t a{runtime, p, inbox_depth, 0, 0};
   return weft_alloc_device_attr(&a, device);
 }
 void weft_device_attr_init(weft_device_attr_t* attr) {
-  if (attr) *attr = weft_device_attr_t{nullptr, nullptr, 0, 0};
+  if (attr) *attr = weft_device_attr_t{nullptr, nullptr, 0, 0, 0};
 }
 int weft_alloc_device_attr(const weft_device_attr_t* attr, weft_device_t* device) {
   return guard([&] {
-    const weft_device_attr_t a = attr ? *attr : weft_device_attr_t{nullptr, nullptr, 0, 0};
+    const weft_device_attr_t a = attr ? *attr : weft_device_attr_t{nullptr, nullptr, 0, 0, 0};
     if (a.peers_progress != 0 && a.peers_progress != 1)
       util::fail("alloc_device", "peers_progress", std::to_string(a.peers_progress), "0 or 1");
+    if (a.shared != 0 && a.shared != 1)
+      util::fail("alloc_device", "shared", std::to_string(a.shared), "0 or 1");
     need(device, "alloc_device", "device");
     *device = reinterpret_cast<weft_device_t>(alloc_device_x()
                                                   .runtime(rt(a.runtime))
                                                   .packet_pool(pool(a.packet_pool))
                                                   .inbox_depth(a.inbox_depth)
-                                                  .peers_progress(a.peers_progress == 1)()
+                                                  .peers_progress(a.peers_progress == 1)
+                                                  .shared(a.shared == 1)()
                                                   .p);
   });
 }
@@ -296,6 +299,9 @@ int weft_device_get_attr_index(weft_device_t device) {
 }
 int weft_device_get_attr_peers_progress(weft_device_t device) {
   return dev(device).get_attr_peers_progress() ? 1 : 0;
+}
+int weft_device_get_attr_shared(weft_device_t device) {
+  return dev(device).get_attr_shared() ? 1 : 0;
 }
 size_t weft_device_get_attr_inbox_depth(weft_device_t device) {
   return dev(device).get_attr_inbox_depth();

@@ -79,6 +79,9 @@ size_t device_t::get_attr_inbox_depth() const {
 bool device_t::get_attr_peers_progress() const {
   return p && util::live(p, "get_attr_peers_progress", "device")->peers_progress;
 }
+bool device_t::get_attr_shared() const {
+  return p && util::live(p, "get_attr_shared", "device")->shared;
+}
 size_t matching_engine_t::get_attr_nbuckets() const {
   return p ? util::live(p, "get_attr_nbuckets", "engine")->nbuckets() : 0;
 }
@@ -169,7 +172,7 @@ device_t alloc_device_impl(const device_args& a) {
   if (a.inbox_depth) util::check_given(util::setting::inbox_depth, a.inbox_depth, "alloc_device");
   packet_pool_impl* pool = util::live(a.packet_pool.p, "alloc_device", "packet_pool");
   return device_t{util::tagged(util::allocating("alloc_device", "inbox_depth", a.inbox_depth, [&] {
-    return rt->alloc_device(pool, a.inbox_depth, a.peers_progress);
+    return rt->alloc_device(pool, a.inbox_depth, a.peers_progress, a.shared);
   }))};
 }
 

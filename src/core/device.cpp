@@ -19,6 +19,7 @@ device_impl::device_impl(runtime_impl& r, int idx, packet_pool_impl* p, size_t i
       index(idx),
       inbox_depth(inbox_depth),
       peers_progress(peers_progress),
+      shared(shared),
       pool(p),
       slab(uint32_t(r.attr.max_requests)),
       backlog_limit(r.attr.backlog_size),

@@ -128,6 +128,7 @@ class device_impl final : public net::sink {
   const int index;
   const size_t inbox_depth;
   const bool peers_progress;  // alloc_device_x's promise (net::device_config)
+  const bool shared;          // alloc_device_x's `shared`, or the runtime's default device
   std::unique_ptr<net::device> net;
   packet_pool_impl* pool;
   request_slab slab;

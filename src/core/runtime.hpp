@@ -68,7 +68,7 @@ class runtime_impl {
   int rank() const { return boot->rank(); }
   int size() const { return boot->size(); }
 
-  // shared: the runtime's default device (net::device_config::shared).
+  // shared: many threads use it (the default device; net::device_config::shared).
   device_impl* alloc_device(packet_pool_impl* pool, size_t inbox_depth, bool peers_progress = false,
                             bool shared = false);
   void free_device(device_impl* d);

@@ -181,19 +181,26 @@ int main(void) {
   OK(weft_alloc_device_x(NULL, pool, 64, &dev2));
   CHECK(weft_device_get_attr_inbox_depth(dev2) == 64);
   CHECK(weft_device_get_attr_peers_progress(dev2) == 0);
+  CHECK(weft_device_get_attr_shared(dev2) == 0);
+  CHECK(weft_device_get_attr_shared(weft_get_default_device(NULL)) == 1);
   /* Every named argument through the attribute struct; a flag other than 0 or 1 refused. */
   weft_device_attr_t da;
   weft_device_attr_init(&da);
   CHECK(da.runtime == NULL && da.packet_pool == NULL && da.inbox_depth == 0 &&
-        da.peers_progress == 0);
+        da.peers_progress == 0 && da.shared == 0);
   da.peers_progress = 2;
   weft_device_t dev3 = NULL;
   REFUSED(weft_alloc_device_attr(&da, &dev3), "peers_progress");
   CHECK(dev3 == NULL);
   da.peers_progress = 1;
+  da.shared = -1;
+  REFUSED(weft_alloc_device_attr(&da, &dev3), "shared");
+  CHECK(dev3 == NULL);
+  da.shared = 1;
   da.inbox_depth = 32;
   OK(weft_alloc_device_attr(&da, &dev3));
   CHECK(weft_device_get_attr_peers_progress(dev3) == 1);
+  CHECK(weft_device_get_attr_shared(dev3) == 1);
   CHECK(weft_device_get_attr_inbox_depth(dev3) == 32);
   OK(weft_free_device(&dev3));
   CHECK(dev3 == NULL);

@@ -34,9 +34,9 @@ struct alignas(util::cache_line) segment_header {
   std::atomic<uint32_t> attached;  // peers that mapped this segment
 };
 
-// Inbox lanes of a device when WEFT_SHM_LANES is unset. The runtime's default device is the
-// one a process's threads share: it gets a lane per hardware thread of this rank's share of
-// the node (the next power of two, 4 to 64, the bell's lane mask), so that many threads send
+// Inbox lanes of a device when WEFT_SHM_LANES is unset. A shared device (the runtime's
+// default device, alloc_device_x's `shared`) gets a lane per hardware thread of this rank's share
+// of the node (the next power of two, 4 to 64, the bell's lane mask), so that many threads send
 // through it without taking turns at one tail (measured on 16 cores, 16 threads on one
 // device: 20 M/s with 4 lanes, 107-118 with 16). Each lane reserves inbox_depth x (cell size
 // + 64) bytes of /dev/shm when the device is allocated, so the others, usually a thread's

@@ -133,7 +133,7 @@ std::string shm_context::describe() const {
             ? std::to_string(settings_.nlanes) + " inbox lanes"
             : "inbox lanes: " +
                   std::to_string(default_lanes(true, hw_threads(), size_t(boot_->local_size()))) +
-                  " on the default device, " + std::to_string(default_lanes(false, 0, 1)) +
+                  " on shared devices, " + std::to_string(default_lanes(false, 0, 1)) +
                   " on others") +
        "; cross-memory attach " + (cma_ok_ ? "permitted" : "not permitted");
   return s;
