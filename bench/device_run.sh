@@ -1,9 +1,13 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
-# Runs bench/scaling.py with what bench/device_pack.sh packed into .dev/, on a machine that
-# has neither (its results go to $OUT, default /tmp/out). Extra arguments go to scaling.py;
-# LIMIT (seconds, default 420) bounds the run, whose finished rounds are kept.
+# Runs a benchmark with what bench/device_pack.sh packed into .dev/, on a machine that has
+# neither (results go to $OUT, default /tmp/out):
+#   bash bench/device_run.sh scaling [bench/scaling.py arguments]
+#   bash bench/device_run.sh kmer [bench/kmer_bench.py arguments, e.g. --configs 1x16,16x1]
+# LIMIT (seconds, default 420) bounds the run; scaling.py keeps its finished rounds.
 set -o pipefail
+what=${1:-scaling}
+shift
 D=$PWD/.dev
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -16,4 +20,9 @@ if ! "$D/build/bench/weft-probe" flag --trials 1; then
 fi
 timeout 60 mpiexec.mpich -n 2 -bind-to none "$D/build/bench/bench_mpich" rate --mode am --iters 100000 ||
   echo "MPICH does not run here: it is left out"
-timeout "${LIMIT:-420}" python3 bench/scaling.py --build "$D/build" --out "$OUT" --no-doc "$@" 2>&1 | tee "$OUT/log"
+case $what in
+  scaling) cmd=(python3 bench/scaling.py --build "$D/build" --out "$OUT" --no-doc) ;;
+  kmer) cmd=(python3 bench/kmer_bench.py --build "$D/build" --results "$OUT" --name kmer_device) ;;
+  *) echo "usage: bench/device_run.sh scaling|kmer [arguments]"; exit 2 ;;
+esac
+timeout "${LIMIT:-420}" "${cmd[@]}" "$@" 2>&1 | tee "$OUT/log_$what"

@@ -13,6 +13,10 @@ bench/results/kmer.md and docs/img/kmer_*.png (--quick: under build/kmer-bench).
   bench/kmer_bench.py [--build build] [--rounds 3] [--bytes 256e6] [--k 21] [--quick]
                       [--large] [--yield-when-idle]
                       [--hosts A,B,C --enter SCRIPT --iface BRIDGE --subnet CIDR]
+                      [--configs 1x16,2x8,4x4,16x1 --name kmer_16 --results DIR]
+
+--configs runs other ranks x threads (on a machine with more cores, without the sweep);
+--name and --results name the outputs and put them all in one folder (bench/device_run.sh).
 
 --large measures an input of a few GiB (2e9 bytes unless --bytes says otherwise) with the
 Bloom filter on (counting exactly, the table of every distinct k-mer would not fit beside
@@ -131,13 +135,20 @@ def main():
     ap.add_argument("--enter", help="--hosts: the command that runs a command on a host (as ssh)")
     ap.add_argument("--iface", help="--hosts: hydra's interface towards the hosts")
     ap.add_argument("--subnet", help="--hosts: the hosts' subnet (Open MPI's interface choice)")
+    ap.add_argument("--configs", help="ranks x threads to run, e.g. 1x16,2x8,4x4,16x1 (a machine "
+                    "with more cores; no buffer sweep); default 1x1,1x2,2x1,2x2 and the sweep")
+    ap.add_argument("--name", help="the outputs' name (default kmer, kmer_hosts, kmer_large)")
+    ap.add_argument("--results", help="where the table and raw CSV go (default bench/results)")
     a = ap.parse_args()
     a.bytes = a.bytes or ("2e9" if a.large else "256e6")
-    name = ("kmer_hosts" if a.hosts else "kmer_large" if a.large else "kmer") + \
+    name = a.name or ("kmer_hosts" if a.hosts else "kmer_large" if a.large else "kmer") + \
         ("_yield" if a.yield_when_idle else "")
-    # --quick is a smoke run: its outputs stay in the build tree, never over the recorded ones.
-    a.results = os.path.join(a.build, "kmer-bench") if a.quick else os.path.join(ROOT, "bench", "results")
-    a.img = os.path.join(a.build, "kmer-bench") if a.quick else os.path.join(ROOT, "docs", "img")
+    # --quick is a smoke run: its outputs stay in the build tree, never over the recorded ones;
+    # --results keeps table, raw CSV and plots together (a borrowed machine's $OUT).
+    smoke = os.path.join(a.build, "kmer-bench")
+    a.img = a.results or (smoke if a.quick else os.path.join(ROOT, "docs", "img"))
+    a.results = a.results or (smoke if a.quick else os.path.join(ROOT, "bench", "results"))
+    os.makedirs(a.results, exist_ok=True)
     if a.quick:
         a.rounds, a.bytes = 1, "32e6"
     work = os.path.join(a.build, "kmer-bench")
@@ -158,10 +169,12 @@ def main():
     mpis = ["%s %s" % (fl, m) for fl in ("mpich", "openmpi") for m in ("multiple", "funneled")
             if os.path.exists(os.path.join(a.build, "apps", "kmer", "mpi-kmer-" + fl))]
     systems = ["weft"] + (["weft ucx"] if a.hosts else []) + mpis
-    configs = [(3, 1), (3, 2)] if a.hosts else [(2, 1)] if a.large else [(1, 1), (1, 2), (2, 1), (2, 2)]
+    configs = ([tuple(int(x) for x in c.split("x")) for c in a.configs.split(",")] if a.configs
+               else [(3, 1), (3, 2)] if a.hosts else [(2, 1)] if a.large
+               else [(1, 1), (1, 2), (2, 1), (2, 2)])
     plan = [(r, s, ranks, th, 8192) for r in range(1, a.rounds + 1) for ranks, th in configs
             for s in systems + ["jellyfish"]]
-    if not a.quick and not a.hosts and not a.large:  # the buffer sweep, one round
+    if not a.quick and not a.hosts and not a.large and not a.configs:  # the buffer sweep, one round
         plan += [(1, s, 2, 1, b * 1024) for b in (1, 2, 4, 8, 16, 32, 64) for s in systems]
     raw, start = [], time.time()
 
@@ -266,7 +279,7 @@ def report(raw, a, seconds, name):
              "flag probe median %.3f us (range %.3f .. %.3f). Input: `kmer-gen-reads %s --bytes %s` "
              "(%d k-mers). Millions of k-mers per second (the input's k-mers over the command's wall "
              "time), medians over rounds, %s. "
-             "2 cores: more threads than 2 oversubscribe them." %
+             "%d cores: more threads than %d oversubscribe them." %
              (a.rounds, a.bytes, a.k, " --hosts (3 namespace hosts over tcp)" if a.hosts else "",
               (" --large" if a.large else "") + (" --yield-when-idle" if a.yield_when_idle else ""),
               time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), seconds / 60,
@@ -275,7 +288,8 @@ def report(raw, a, seconds, name):
               "the Bloom filter on (two passes over the input) for weft-kmer and mpi-kmer, every "
               "histogram keeping its rule against jellyfish's exact one (bins from 2 up equal, bin 1 "
               "at most jellyfish's); jellyfish counting exactly" if a.large else
-              "exact counting, every histogram equal to jellyfish's") + " An untimed warm-up "
+              "exact counting, every histogram equal to jellyfish's", os.cpu_count(),
+              os.cpu_count()) + " An untimed warm-up "
              "run precedes the first timed run after jellyfish (the first process to touch "
              "gigabytes of fresh memory pays the virtual machine's first touch of them)." +
              " A run that outlived the run timeout was killed and is counted as hung, one that "
@@ -318,7 +332,7 @@ def report(raw, a, seconds, name):
                [med(raw, system=s, ranks=r, threads=t, buffer=8192) for r, t in configs], width, label=s)
     ax.set_xticks([c + 0.4 - width / 2 for c in range(len(configs))])
     ax.set_xticklabels(["%d x %d" % c for c in configs])
-    ax.set_xlabel("ranks x threads (2 cores)")
+    ax.set_xlabel("ranks x threads (%d cores)" % os.cpu_count())
     ax.set_ylabel("million k-mers / s")
     ax.set_title("k-mer counting, k = %d, %s%s" % (a.k, "%s bytes, Bloom filter" % a.bytes if a.large
                                                    else "exact", ", 3 hosts over tcp" if a.hosts else ""))
