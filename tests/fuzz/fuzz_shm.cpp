@@ -31,7 +31,7 @@ struct fuzz_access {
   // The verdict word of this rank's own channel `ch` (the peer here is this rank itself).
   static std::atomic<uint32_t>* verdict(shm_device& d, uint32_t ch) {
     if (ch >= d.geo_.nchannels) return nullptr;
-    return &d.channel_of(d.peers_[0]->base, ch)->verdict;
+    return &d.channel_of(d.peers_[0]->channels, ch)->verdict;
   }
 };
 }  // namespace weft::net::shm
