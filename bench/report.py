@@ -124,8 +124,14 @@ class Round:
         return self.best([(s, "sr", "process", 1, "dedicated", workload, size)
                           for s in PEERS_MPI + (("ucx",) if workload == "bandwidth" else ())])
 
-    def copy_probe(self, size):
-        return self.best([("probe", a, "process", 1, "-", "bandwidth", size) for a in ("pipe", "cma")])
+    def copy_probe(self, size, before=None):
+        """The better copy probe: the pair run just before the measurement (`before`: "before"
+        or "before_w1", see run.copy_probes_before) when there is one, else the round's."""
+        for tag in ((before,) if before else ()) + ("-",):
+            v = self.best([("probe", a, "process", 1, tag, "bandwidth", size) for a in ("pipe", "cma")])
+            if v is not None:
+                return v
+        return None
 
     def threaded(self, s, mode, t, res="dedicated"):
         return self.get(s, "am", mode, t, res, "rate")
@@ -154,7 +160,7 @@ def ratio_rows(threads):
         rows += [
             ("bandwidth %s, Weft / best peer" % label, ">= 1", lambda r, s=size: (r.bw("weft", s), r.peer_bw(s), "GB/s")),
             ("bandwidth %s, Weft / better copy probe (pipe, cma)" % label, ">= 0.8",
-             lambda r, s=size: (r.bw("weft", s), r.copy_probe(s), "GB/s")),
+             lambda r, s=size: (r.bw("weft", s), r.copy_probe(s, "before"), "GB/s")),
         ]
     rows += [
         ("bandwidth 4 MiB, one in flight, Weft / best MPI", ">= 1",
@@ -162,7 +168,8 @@ def ratio_rows(threads):
         # The probes' working set (one 4 MiB buffer each side, 8 slots between); the windowed
         # row above keeps 4 of them in flight, 16 MiB a side, which no longer fits in cache.
         ("bandwidth 4 MiB, one in flight, Weft / better copy probe (same working set)", "report",
-         lambda r: (r.bw("weft", 4194304, workload="bandwidth_w1"), r.copy_probe(4194304), "GB/s")),
+         lambda r: (r.bw("weft", 4194304, workload="bandwidth_w1"), r.copy_probe(4194304, "before_w1"),
+                    "GB/s")),
         ("loopback %d threads / 1 thread (dedicated)" % t2, ">= 1.8",
          lambda r: (r.threaded("weft", "loopback", t2), r.threaded("weft", "loopback", 1), "M/s")),
         ("loopback %d threads, shared device / 1 thread" % t2, ">= 1.5",
@@ -403,7 +410,9 @@ def write_doc(path, raw, commands, quick, threads, out, seconds):
              "Every system ran the same iterations. The machine drifts between phases within minutes, so each ratio is "
              "taken within one round, and every measurement is preceded by the flag probe of `weft-probe` "
              "(`bench/machine_probe.cpp`) and classed by it, %s; a ratio is summarised in a class when all its "
-             "measurements fell in that class (\"mixed\" when they straddle a change). Measurements in this run: %s." % (
+             "measurements fell in that class (\"mixed\" when they straddle a change). The copy speed drifts on its "
+             "own too, so Weft's bandwidth runs are each preceded by the two copy probes as well, and the ratios to "
+             "the probes take those (when the raw data has them). Measurements in this run: %s." % (
                  " --quick" if quick else "", now, platform.node() or "host", os.cpu_count(),
                  platform.processor() or platform.machine(), nrounds, "s" if nrounds != 1 else "",
                  ", %.0f minutes" % (seconds / 60) if seconds else "", CLASS_RULE,

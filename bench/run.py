@@ -121,6 +121,23 @@ def flag_probe(build):
     return rows[0]["value"] if rows else ""
 
 
+def copy_probes_before(c, build):
+    """Before Weft's bandwidth runs, the two copy probes again: the machine's copy speed
+    drifts on its own (Weft at 64 KiB read 43 GB/s in one round and 21 in the next while the
+    round's first probe said the same), so the ratio to the probes takes these, measured a
+    second before, not the round's first. Rows tagged resources=before (before_w1 ahead of
+    the one-in-flight run); [] for every other configuration."""
+    if c["kind"] != "bench" or c["system"] != "weft" or c["args"][0] != "bw" or c["n"] != 2:
+        return []
+    tag = "before_w1" if "--window" in c["args"] else "before"
+    rows = []
+    for mode in ("pipe", "cma"):
+        p = subprocess.run([os.path.join(build, "bench", "weft-probe"), mode, "--trials", "1"],
+                           capture_output=True, text=True, timeout=120)
+        rows += [dict(r, resources=tag) for r in peers.parse(p.stdout)]
+    return rows
+
+
 def row_flag(rows):
     """The probe's own rows carry the flag reading they measured."""
     for r in rows:
@@ -196,7 +213,10 @@ def run_rounds(cfgs, a, callgrind):
             label = c.get("test") or " ".join(c["args"][:6])
             print("[round %d/%s] %3d/%d  %-8s %s" % (r + 1, rounds or "?", i + 1, len(cfgs), c["system"], label), flush=True)
             flag = flag_probe(a.build) if c["kind"] != "probe" else None
+            before = copy_probes_before(c, a.build)
             rows = run_one(c, a.build)
+            if rows is not None:
+                rows = before + rows
             for row in rows or []:  # the phase the machine was in just before
                 row["flag"] = flag if flag is not None else row_flag(rows)
             if rows is None:
