@@ -83,8 +83,8 @@ struct device_config {
   // Every rank progresses its device of this index continuously: puts may take a mechanism
   // that needs the target's CPU (alloc_device_x's peers_progress).
   bool peers_progress = false;
-  // The runtime's default device: the one every thread shares unless it is given its own.
-  // A backend may spread it wider (shm: more inbox lanes; see shm::default_lanes).
+  // Many threads post on and progress it (the runtime's default device, the task engine's,
+  // alloc_device_x's `shared`): a backend may spread it wider (shm: default_lanes).
   bool shared = false;
 };
 

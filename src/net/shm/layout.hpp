@@ -34,6 +34,11 @@ struct alignas(util::cache_line) segment_header {
   std::atomic<uint32_t> attached;  // peers that mapped this segment
 };
 
+// A device's inbox lanes: a device of one thread's own has base_lanes; no device more than
+// max_lanes, the bits of the bell's lanes_used mask.
+inline constexpr size_t base_lanes = 4;
+inline constexpr size_t max_lanes = 64;
+
 // Inbox lanes of a device when WEFT_SHM_LANES is unset. A shared device (the runtime's
 // default device, alloc_device_x's `shared`) gets a lane per hardware thread of this rank's share
 // of the node (the next power of two, 4 to 64, the bell's lane mask), so that many threads send
@@ -43,8 +48,8 @@ struct alignas(util::cache_line) segment_header {
 // own, keep 4. Ranks need not agree: a sender reads its target's lanes from its header.
 inline size_t default_lanes(bool shared, size_t hw_threads, size_t local_ranks) {
   const size_t per = std::max<size_t>(hw_threads, 1) / std::max<size_t>(local_ranks, 1);
-  size_t n = 4;
-  while (shared && n < per && n < 64) n *= 2;
+  size_t n = base_lanes;
+  while (shared && n < per && n < max_lanes) n *= 2;
   return n;
 }
 

@@ -133,8 +133,7 @@ std::string shm_context::describe() const {
             ? std::to_string(settings_.nlanes) + " inbox lanes"
             : "inbox lanes: " +
                   std::to_string(default_lanes(true, hw_threads(), size_t(boot_->local_size()))) +
-                  " on shared devices, " + std::to_string(default_lanes(false, 0, 1)) +
-                  " on others") +
+                  " on shared devices, " + std::to_string(base_lanes) + " on others") +
        "; cross-memory attach " + (cma_ok_ ? "permitted" : "not permitted");
   return s;
 }
@@ -213,15 +212,17 @@ std::string shm_device::create_segment() {
   // Lanes beyond the usual 4 that nobody asked for (default_lanes) give way to a small
   // /dev/shm: peers read each device's lanes from its header, so ranks may differ.
   const size_t wanted = geo_.nlanes;
-  const bool may_shrink = !ctx_.config().nlanes && wanted > 4;
+  const bool may_shrink = !ctx_.config().nlanes && wanted > base_lanes;
   if (!own_.create(name, geo_.total(), settings, may_shrink)) {
-    geo_.nlanes = 4;
+    geo_.nlanes = base_lanes;
     own_.create(name, geo_.total(), settings);
     WEFT_LOG(warn,
-             "shm: /dev/shm has no room for device %d's %zu inbox lanes; it has 4 (threads "
-             "sharing it take turns beyond 4; give /dev/shm more room)",
-             index_, wanted);
+             "shm: /dev/shm has no room for device %d's %zu inbox lanes; it has %zu (threads "
+             "sharing it take turns beyond that; give /dev/shm more room)",
+             index_, wanted, geo_.nlanes);
   }
+  WEFT_LOG(debug, "shm: device %d of context %d: %zu inbox lanes", index_, ctx_.context_id(),
+           geo_.nlanes);
   own_base_ = static_cast<char*>(own_.base());
   own_channels_ = own_base_ + geo_.channels_offset();
   auto* h = new (own_base_) segment_header{};
@@ -320,7 +321,7 @@ void shm_device::attach_peers() {
       // range the bell's mask allows; the rest must be as published and agreed.
       pg.nlanes = ph->nlanes;
       if (ph->cell_size != geo_.cell_size || ph->ncells != geo_.ncells || ph->nlanes == 0 ||
-          ph->nlanes > 64 || ph->nchannels != geo_.nchannels)
+          ph->nlanes > max_lanes || ph->nchannels != geo_.nchannels)
         util::fail("alloc_device (shm)", "peer segment of rank " + std::to_string(r), "header",
                    "disagrees with the settings the peer published");
       if (p->seg.size() < pg.total())
@@ -334,6 +335,7 @@ void shm_device::attach_peers() {
     p->bell_ = reinterpret_cast<bell*>(p->base + pg.bell_offset());
     p->channels = p->base + pg.channels_offset();
     p->lanes.resize(pg.nlanes);
+    p->nlanes = pg.nlanes;
     for (size_t l = 0; l < pg.nlanes; ++l) {
       p->lanes[l].tail = reinterpret_cast<ring_index*>(p->base + pg.tail_offset(l));
       p->lanes[l].cells = p->base + pg.cells_offset(l);
@@ -361,7 +363,7 @@ bool shm_device::enqueue_inline(int rank, uint8_t kind, const void* a, size_t al
   peer& p = *peers_[size_t(rank)];
   // One thread's messages to one peer share a lane, so they stay in order. No division
   // while there are no more threads than lanes (a divide is tens of cycles).
-  const size_t t = util::thread_index(), nlanes = p.lanes.size();
+  const size_t t = util::thread_index(), nlanes = p.nlanes;
   const size_t li = t < nlanes ? t : t % nlanes;
   const lane& ln = p.lanes[li];
   // The peer polls only the lanes marked in its bell (the line this send reads for `armed`
@@ -696,8 +698,8 @@ bool shm_device::handle_other_cell(sink& s, const cell_header* c, const char* da
       if (c->len != sizeof(m)) break;
       memcpy(&m, data, sizeof(m));
       if (m.channel >= geo_.nchannels || m.note_len > sizeof(m.note)) break;
-      char* base = peers_[size_t(src)]->channels;
-      auto* ch = channel_of(base, m.channel);
+      char* channels = peers_[size_t(src)]->channels;
+      auto* ch = channel_of(channels, m.channel);
       char* dst = reinterpret_cast<char*>(m.remote_addr);
       rkey_t k{m.key, m.generation};
       uint32_t held = 0;
@@ -730,8 +732,8 @@ bool shm_device::handle_other_cell(sink& s, const cell_header* c, const char* da
       }
       ch->verdict.store(verdict_accepted, std::memory_order_release);
       if (m.kind == stream_data) WEFT_TSAN_ACQUIRE(dst);  // offered in our clear-to-send
-      incoming_put in{src,  ch,        slots_of(base, m.channel),  dst,        m.size, 0,
-                      held, m.get_ctx, m.kind == stream_get_reply, m.note_len, {}};
+      incoming_put in{src,  ch,        slots_of(channels, m.channel), dst,        m.size, 0,
+                      held, m.get_ctx, m.kind == stream_get_reply,    m.note_len, {}};
       memcpy(in.note, m.note, sizeof(in.note));
       in.timed = m.timed != 0;
       incoming_.add(in);

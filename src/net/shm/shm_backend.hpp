@@ -99,6 +99,7 @@ class shm_device final : public device {
     char* base = nullptr;
     bell* bell_ = nullptr;
     std::vector<lane> lanes;   // as many as its header says: each rank sizes its own inbox
+    size_t nlanes = 0;         // lanes.size(), for a send to read in one load
     char* channels = nullptr;  // its put channels (where they start depends on its lanes)
     pid_t pid = 0;
     // A cross-memory copy found the process gone (ESRCH): dead, even while it lingers as
