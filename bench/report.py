@@ -373,6 +373,17 @@ def make_plots(med, cls, out, threads, which=PLOTS, prefix=""):
     return files
 
 
+def publish_plots(files, doc):
+    """Copies the plots next to `doc` (its img/ folder); returns their markdown lines."""
+    lines = []
+    for p in files:
+        dst = os.path.join(os.path.dirname(doc), "img", os.path.basename(p))
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        shutil.copy(p, dst)
+        lines += ["![%s](img/%s)" % (os.path.basename(p)[:-4], os.path.basename(p)), ""]
+    return lines
+
+
 def thread_table(med, cls, threads):
     counts = sorted(set(threads) | {1})
     g = lambda *k: med.get(tuple(str(x) for x in k), {}).get(cls, (None,))[0]
@@ -440,13 +451,8 @@ def write_doc(path, raw, commands, quick, threads, out, seconds):
         lines.append("| %s | " % " | ".join(k) + " | ".join(
             "%s (%d)" % (fmt(med[k][c][0], 4), med[k][c][1]) if c in med[k] else "–" for c in seen) + " |")
     lines += ["", "## Plots", ""]
-    docdir = os.path.dirname(path)
     for c in seen:
-        for p in make_plots(med, c, out, threads):
-            dst = os.path.join(docdir, "img", os.path.basename(p))
-            os.makedirs(os.path.dirname(dst), exist_ok=True)
-            shutil.copy(p, dst)
-            lines += ["![%s](img/%s)" % (os.path.basename(p)[:-4], os.path.basename(p)), ""]
+        lines += publish_plots(make_plots(med, c, out, threads), path)
     lines += ["## Commands", "", "Each round ran these once, in this order:", "", "```"] + commands + ["```", "", WORKLOADS, "",
               TASKS, ""] + continuations() + kmer() + cholesky()
     with open(path, "w") as f:

@@ -169,11 +169,8 @@ def write_doc(path, raw, threads, mpis, missing, where, commands, out):
              "", "## Weft against the best MPI, within each round", ""] + ratio_lines(raw, threads, mpis)
     lines += ["", "## Median rate (M/s)", ""] + report.thread_table(med, "all", threads)
     lines += ["", "## Speed-up over one thread", ""] + speedup_lines(med, "all", threads)
-    for p in report.make_plots(med, "all", out, threads, ("rate_threads", "resources"), "scaling_"):
-        dst = os.path.join(os.path.dirname(path), "img", os.path.basename(p))
-        os.makedirs(os.path.dirname(dst), exist_ok=True)
-        shutil.copy(p, dst)
-        lines += ["", "![%s](img/%s)" % (os.path.basename(p)[:-4], os.path.basename(p))]
+    lines += [""] + report.publish_plots(
+        report.make_plots(med, "all", out, threads, ("rate_threads", "resources"), "scaling_"), path)
     notes = os.path.join(out, "scaling_notes.md")  # written by hand after a run: its findings
     if os.path.exists(notes):
         lines += ["", open(notes).read().rstrip()]
