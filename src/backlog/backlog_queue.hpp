@@ -81,6 +81,38 @@ class backlog_queue {
     return done;
   }
 
+  // Tries the items oldest first and stops at the first that cannot go yet, which keeps
+  // its place. For work that waits on one resource (transfers waiting for the backend's
+  // channels): once one cannot go, a later one cannot either, and trying every queued
+  // transfer on every progress call (up to max_failures of them, two lock round trips
+  // each) took the time of the copies: 64 KiB messages, 64 in flight, went at 32 GB/s
+  // against 41 with this (2026-11-26). One thread at a time, as drain.
+  template <typename Run>
+  size_t drain_in_order(Run&& run) {
+    if (empty() || !drain_lock_.try_lock()) return 0;
+    util::lock_guard<util::spinlock> holding(drain_lock_, util::adopt_lock);
+    size_t done = 0;
+    for (;;) {
+      Item it;
+      {
+        util::lock_guard<util::spinlock> g(lock_);
+        if (count_ == 0) break;
+        it = ring_[head_];  // only the drainer moves head_; a push may grow the ring
+      }
+      const bool ok = run(it);
+      util::lock_guard<util::spinlock> g(lock_);
+      if (!ok) {
+        ring_[head_] = it;
+        break;
+      }
+      head_ = (head_ + 1) % cap_;
+      --count_;
+      size_.fetch_sub(1, std::memory_order_release);
+      ++done;
+    }
+    return done;
+  }
+
  private:
   // Under lock_: doubles the ring (at least 16 items, at most the hard capacity).
   bool grow() {

@@ -494,7 +494,7 @@ bool cancel_recv_impl(const comm_args& a) {
 error_t progress_impl(const progress_args& a) {
   device_impl* d = resolve_device(a, "progress");
   error_t e = d->progress();
-  if (e.is_retry() && a.block_us && d->backlog.empty()) {
+  if (e.is_retry() && a.block_us && d->backlog_empty()) {
     d->net->wait_for_message(a.block_us);
     e = d->progress();
   }

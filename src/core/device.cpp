@@ -27,6 +27,7 @@ device_impl::device_impl(runtime_impl& r, int idx, packet_pool_impl* p, size_t i
       // control message or data to send, then its completion signal) and Weft's own posts
       // of a few list pieces: room for all of them, allocated only as it fills.
       backlog(r.attr.backlog_size + 2 * r.attr.max_requests + 1024),
+      data_backlog(r.attr.max_requests + 1),
       eager_limit(r.attr.eager_size),
       inject_limit(r.attr.inject_size),
       dead_(new std::atomic<bool>[size_t(r.size())]) {
@@ -52,7 +53,7 @@ device_impl::~device_impl() {
 }
 
 size_t device_impl::pending_operations() {
-  size_t n = backlog.size();
+  size_t n = backlog_size();
   if (!slab.in_use()) return n;
   for (uint32_t i = 0; i < slab.capacity(); ++i) {
     req_kind k = slab.at(i).kind();

@@ -51,8 +51,7 @@ struct rendezvous_put {  // the data of a rendezvous send, when the backend was 
   rendezvous_note note;
 };
 }  // namespace backlog_work
-using backlog_item = std::variant<backlog_work::post, backlog_work::signal, backlog_work::control,
-                                  backlog_work::rendezvous_put>;
+using backlog_item = std::variant<backlog_work::post, backlog_work::signal, backlog_work::control>;
 
 // The completion object a post names. Its handle may carry a generation tag (a recycled
 // continuation, a synchronizer allocated per operation): post_comm checked it is live and
@@ -111,11 +110,14 @@ class device_impl final : public net::sink {
   void send_control(int rank, const wire_header& h, const void* body, size_t len);
   // The backlog holds backlog_size items or more: posts that would add to it are refused
   // with retry_backlog (see docs/api.md, "Back-pressure").
-  bool backlog_over() const { return backlog.size() >= backlog_limit; }
+  bool backlog_over() const { return backlog_size() >= backlog_limit; }
+  // Both queues: the backlog and the transfers waiting for the backend (data_backlog).
+  size_t backlog_size() const { return backlog.size() + data_backlog.size(); }
+  bool backlog_empty() const { return backlog.empty() && data_backlog.empty(); }
   // Counts an item just put in the backlog and raises its high-water mark.
   void counted_backlog_push() {
     counters.add(counter_t::backlog_pushes);
-    counters.raise(counter_t::backlog_high_water, backlog.size());
+    counters.raise(counter_t::backlog_high_water, backlog_size());
   }
   bool peer_dead(int rank) const { return dead_[size_t(rank)].load(std::memory_order_relaxed); }
   size_t pending_operations();
@@ -134,6 +136,10 @@ class device_impl final : public net::sink {
   request_slab slab;
   const size_t backlog_limit;
   backlog_queue<backlog_item> backlog;
+  // Rendezvous data the backend could not start (its channels or queue full), in the order
+  // the clear-to-sends came: tried oldest first, stopping at the first that cannot go
+  // (backlog_queue::drain_in_order). At most one per send request: the slab bounds it.
+  backlog_queue<backlog_work::rendezvous_put> data_backlog;
   size_t eager_limit;
   size_t inject_limit;
   std::atomic<uint32_t> barrier_epoch{0};
@@ -150,6 +156,7 @@ class device_impl final : public net::sink {
   [[gnu::noinline, gnu::cold]] void defer_signal(comp_impl* c, const status_t& s);
   // Queues work that must not fail for want of room (see backlog_limit).
   void backlog_push(const backlog_item& it, const char* what);
+  void data_backlog_push(const backlog_work::rendezvous_put& r);
   bool run_backlog_item(backlog_item& it);
   // One kind of backlog work each; true when it is done with.
   bool retry_work(backlog_work::post& p);

@@ -59,6 +59,13 @@ void device_impl::backlog_push(const backlog_item& it, const char* what) {
                  "is a bug in Weft)");
 }
 
+void device_impl::data_backlog_push(const backlog_work::rendezvous_put& r) {
+  if (data_backlog.push(r)) return counted_backlog_push();
+  util::fail("progress", "data backlog", std::to_string(data_backlog.size()) + " items",
+             "no room for rendezvous data (one per send request at most, so this is a bug in "
+             "Weft)");
+}
+
 void device_impl::send_control(int rank, const wire_header& h, const void* body, size_t len) {
   if (net->try_send(rank, &h, sizeof(h), body, len)) return;
   backlog_work::control m{rank, uint32_t(len), h, {}};
@@ -143,11 +150,14 @@ error_t device_impl::progress_once() {
   size_t n = backlog.empty()
                  ? 0
                  : backlog.drain([this](backlog_item& it) { return run_backlog_item(it); });
+  if (!data_backlog.empty())
+    n += data_backlog.drain_in_order(
+        [this](backlog_work::rendezvous_put& r) { return retry_work(r); });
   n += net->poll(*this, 32);
   // The periodic check, every 50 ms: looked for at every 16th progress of a thread while
   // operations wait, and at every 1024th otherwise. Each look reads the clock, which at
   // every call was a tenth of a poll's instructions during a stream of large transfers.
-  if ((polls & 15) == 0 && ((polls & 1023) == 0 || slab.in_use() || !backlog.empty() ||
+  if ((polls & 15) == 0 && ((polls & 1023) == 0 || slab.in_use() || !backlog_empty() ||
                             retried_.load(std::memory_order_relaxed)))
     check_if_due();
   if (has_fatal_wire_error_.load(std::memory_order_acquire)) [[unlikely]]
@@ -440,7 +450,7 @@ void device_impl::periodic_check() {
   // or when the backend has news: an idle device would otherwise warn about every peer
   // that finished before it.
   const bool retried = retried_.load(std::memory_order_relaxed) && retried_.exchange(false);
-  if (slab.in_use() || !backlog.empty() || retried || net->peers_changed()) check_peers();
+  if (slab.in_use() || !backlog_empty() || retried || net->peers_changed()) check_peers();
   net->repair();
   if (!rt.boot->launcher_alive())
     util::fail("progress", "launcher", rt.boot->name(),

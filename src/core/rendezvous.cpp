@@ -153,8 +153,10 @@ void device_impl::arrive_cts(int rank, const cts_body& b) {
   const size_t accept = b.accept;
   void* ctx = reinterpret_cast<void*>(uintptr_t(sh));
   rendezvous_note note{uint8_t(note_type::rendezvous), {}, b.rreq};
-  if (!net->try_send_data(rank, s->buf, accept, raddr, &note, sizeof(note), ctx))
-    backlog_push(backlog_work::rendezvous_put{rank, sh, raddr, accept, note}, "rendezvous data");
+  // Behind transfers already waiting, in order: they wait for the same channels.
+  if (!data_backlog.empty() ||
+      !net->try_send_data(rank, s->buf, accept, raddr, &note, sizeof(note), ctx))
+    data_backlog_push(backlog_work::rendezvous_put{rank, sh, raddr, accept, note});
 }
 
 // The receiver refused the message (no memory, unknown target): the send fails with its code.

@@ -463,6 +463,42 @@ TEST(BacklogQueue, RefusesPastItsHardCapacityAndKeepsOrder) {
   EXPECT_EQ(q.size(), 40u - (order.size() + 1) / 2);
 }
 
+// Transfers waiting for one resource: tried oldest first, stopping at the first that
+// cannot go, which keeps its place (and whatever run wrote into it); pushes meanwhile,
+// even ones that grow the ring, queue behind.
+TEST(BacklogQueue, InOrderDrainStopsAtTheFirstThatCannotGo) {
+  backlog_queue<tried_item> q(1000);
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(q.push(tried_item{i}));
+  std::vector<int> order;
+  int room = 3;  // three can go in the first drain
+  EXPECT_EQ(q.drain_in_order([&](tried_item& it) {
+    order.push_back(it.id);
+    if (it.id == 0) {
+      for (int i = 10; i < 40; ++i) EXPECT_TRUE(q.push(tried_item{i}));  // grows the ring
+    }
+    if (room == 0) {
+      it.id += 1000;  // what run changes stays with the item
+      return false;
+    }
+    --room;
+    return true;
+  }),
+            3u);
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(q.size(), 37u);
+  order.clear();
+  EXPECT_EQ(q.drain_in_order([&](tried_item& it) {
+    order.push_back(it.id);
+    return true;
+  }),
+            37u);
+  ASSERT_EQ(order.size(), 37u);
+  EXPECT_EQ(order[0], 1003);
+  for (size_t i = 1; i < order.size(); ++i) EXPECT_EQ(order[i], int(i) + 3);
+  EXPECT_TRUE(q.empty());
+  EXPECT_EQ(q.drain_in_order([](tried_item&) { return true; }), 0u);
+}
+
 TEST(IndexStack, ConcurrentPopPushKeepsEveryIndexUnique) {
   util::index_stack st(128);
   std::vector<std::atomic<int>> held(128);

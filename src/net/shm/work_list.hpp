@@ -16,6 +16,7 @@ class work_list {
   void add(const T& item) {
     util::lock_guard<util::spinlock> g(incoming_lock_);
     incoming_.push_back(item);
+    has_incoming_.store(true, std::memory_order_release);
     pending_.fetch_add(1, std::memory_order_release);
   }
 
@@ -24,11 +25,7 @@ class work_list {
   size_t advance(Fn&& fn) {
     if (pending_.load(std::memory_order_acquire) == 0) return 0;
     if (!owner_.try_lock()) return 0;
-    {
-      util::lock_guard<util::spinlock> g(incoming_lock_);
-      for (auto& t : incoming_) items_.push_back(t);
-      incoming_.clear();
-    }
+    if (has_incoming_.load(std::memory_order_acquire)) take_incoming();
     size_t finished = 0;
     for (size_t i = 0; i < items_.size();) {
       if (fn(items_[i])) {
@@ -48,9 +45,7 @@ class work_list {
   template <typename Pred>
   void remove_if(Pred&& pred) {
     util::lock_guard<util::spinlock> o(owner_);
-    util::lock_guard<util::spinlock> g(incoming_lock_);
-    for (auto& t : incoming_) items_.push_back(t);
-    incoming_.clear();
+    take_incoming();
     size_t removed = 0;
     for (size_t i = 0; i < items_.size();) {
       if (pred(items_[i])) {
@@ -67,10 +62,20 @@ class work_list {
   bool empty() const { return pending_.load(std::memory_order_acquire) == 0; }
 
  private:
+  // Under owner_: the items added since, into items_. Only when there are some: a poll of
+  // transfers in flight took a second lock for nothing on every call.
+  void take_incoming() {
+    util::lock_guard<util::spinlock> g(incoming_lock_);
+    for (auto& t : incoming_) items_.push_back(t);
+    incoming_.clear();
+    has_incoming_.store(false, std::memory_order_relaxed);
+  }
+
   util::spinlock owner_;
   std::vector<T> items_;
   util::spinlock incoming_lock_;
   std::vector<T> incoming_;
+  std::atomic<bool> has_incoming_{false};  // incoming_ is not empty (set under its lock)
   std::atomic<size_t> pending_{0};
 };
 
