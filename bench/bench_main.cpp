@@ -160,6 +160,16 @@ std::string mechanism_field(std::pair<uint64_t, uint64_t> before,
   return " mechanism=mixed:" + std::to_string(share) + "%pipeline";
 }
 
+// " stores=streaming", "cached" or "mixed:S%streaming": how the target took the pipelined
+// bytes in (Weft over shared memory); "" when nothing was pipelined.
+std::string stores_field(uint64_t pipelined, uint64_t streamed) {
+  if (pipelined == 0) return "";
+  const int share = int(100 * double(streamed) / double(pipelined) + 0.5);
+  if (share >= 95) return " stores=streaming";
+  if (share <= 5) return " stores=cached";
+  return " stores=mixed:" + std::to_string(share) + "%streaming";
+}
+
 options parse(int argc, char** argv) {
   options o;
   if (argc > 1) o.workload = argv[1];
@@ -295,6 +305,7 @@ int main(int argc, char** argv) {
       });
       std::atomic<double> bytes{0};
       const auto before = w.mechanism_bytes();
+      const uint64_t streamed_before = w.streamed_bytes();
       double s = run_threads([&](lane_t& l) {
         size_t t = lane_index(l);
         double b = bandwidth(l, initiator, loopback, size, window, sb[t], rb[t], reps);
@@ -305,8 +316,18 @@ int main(int argc, char** argv) {
       // An explicit window gets its own name, so that its figures are never mixed with the
       // default window's.
       const std::string name = o.window ? "bandwidth_w" + std::to_string(o.window) : "bandwidth";
+      // The target's count of streamed bytes, to rank 0 (who reports) on lane 0.
+      uint64_t streamed = w.streamed_bytes() - streamed_before;
+      if (!loopback) {
+        if (initiator)
+          lanes[0]->recv(&streamed, sizeof(streamed), bench::ack_tag + 1);
+        else
+          lanes[0]->send(&streamed, sizeof(streamed), bench::ack_tag + 1);
+        lanes[0]->wait_all();
+      }
+      const auto after = w.mechanism_bytes();
       report(name.c_str(), size, bytes.load() / s / 1e9, "GB/s",
-             mechanism_field(before, w.mechanism_bytes()));
+             mechanism_field(before, after) + stores_field(after.first - before.first, streamed));
     }
   } else {
     if (w.me == 0) fprintf(stderr, "unknown workload %s (lat, rate, bw)\n", o.workload.c_str());

@@ -21,7 +21,8 @@ struct mpi_world {
   std::vector<MPI_Comm> comms;
 
   std::pair<uint64_t, uint64_t> mechanism_bytes() const { return {0, 0}; }  // Weft only
-  uint32_t block_us = 0;                                                    // Weft only
+  uint64_t streamed_bytes() const { return 0; }
+  uint32_t block_us = 0;  // Weft only
 
   void init(int lanes, resources r, bool /*am_packets: Weft only*/) {
     int provided = 0;

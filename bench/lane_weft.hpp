@@ -65,6 +65,15 @@ struct weft_world {
     }
     return b;
   }
+  // Bytes this rank's devices took in with streaming stores (the target's choice).
+  uint64_t streamed_bytes() const {
+    uint64_t n = 0;
+    for (size_t t = 0; t < devices.size(); ++t) {
+      if (t && res != resources::dedicated) break;
+      n += devices[t].get_counter(weft::counter_t::bytes_streamed);
+    }
+    return n;
+  }
   void fina() {
     weft::barrier();
     for (int t = 0; t < nlanes; ++t) {

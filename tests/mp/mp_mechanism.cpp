@@ -5,7 +5,9 @@
 // against WEFT_SHM_PUT: pipeline or cma, all of them that way; auto with the test hook
 // WEFT_TEST_PIPELINE_DELAY making the pipelined copy slow, at least 4 bytes in 5 by
 // cross-memory attach (auto must notice and switch); auto alone, every byte one way or the
-// other (either may be the faster one on this machine this minute).
+// other (either may be the faster one on this machine this minute). Rank 1 checks how it
+// stored them against WEFT_SHM_STORES: streaming, every pipelined byte around the cache;
+// cached, none (auto tries both on 1 MiB transfers: any share).
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -28,6 +30,9 @@ int scenario_mechanism() {
   weft::device_t dev = weft::get_default_device();
   const uint64_t p0 = dev.get_counter(weft::counter_t::bytes_pipelined);
   const uint64_t c0 = dev.get_counter(weft::counter_t::bytes_cross_memory);
+  const uint64_t s0 = dev.get_counter(weft::counter_t::bytes_streamed);
+  const char* stores_env = getenv("WEFT_SHM_STORES");
+  const std::string stores = stores_env && *stores_env ? stores_env : "auto";
   for (size_t m = 0; m < nmsgs; m += window) {
     for (size_t k = 0; k < window; ++k) {
       if (me == 0) fill(bufs[k].data(), size, m + k);
@@ -55,6 +60,13 @@ int scenario_mechanism() {
     if (mode == "pipeline") CHECK_EQ(c, uint64_t(0));
     if (mode == "cma") CHECK_EQ(p, uint64_t(0));
     if (mode == "auto" && slow_pipeline) CHECK(c >= 4 * p);
+  } else {
+    const uint64_t s = dev.get_counter(weft::counter_t::bytes_streamed) - s0;
+    printf("rank 1: WEFT_SHM_STORES=%s: %llu bytes taken in with streaming stores\n",
+           stores.c_str(), static_cast<unsigned long long>(s));
+    if (stores == "cached" || mode == "cma") CHECK_EQ(s, uint64_t(0));
+    if (stores == "streaming" && mode == "pipeline") CHECK_EQ(s, uint64_t(size * nmsgs));
+    CHECK(s <= uint64_t(size * nmsgs));
   }
   weft::barrier();
   weft::free_comp(&sync);

@@ -95,3 +95,24 @@ TEST(Chooser, FailedTransfersAreNoFigure) {
   }
   for (int i = 0; i < 32; ++i) EXPECT_EQ(d.transfer(100, 1000), put_mode::pipeline);
 }
+
+// The target's choice of stores is the same chooser over its own two ways: with streaming
+// stores copying four times faster (a destination beyond the caches), it settles on them;
+// when that changes (the buffers fit again), the retry finds out and it goes back.
+TEST(Chooser, TargetStoresFollowTheFasterCopy) {
+  using weft::net::shm::store_chooser;
+  using weft::net::shm::store_mode;
+  constexpr size_t size = 4 << 20;  // class 2: windows of 4 transfers
+  store_chooser c;
+  auto transfer = [&](int cached_us, int streaming_us) {
+    const store_mode m = c.choose(size);
+    c.start(m, size);
+    c.record(m, size, uint64_t(m == store_mode::cached ? cached_us : streaming_us));
+    return m;
+  };
+  for (int i = 0; i < 64; ++i) transfer(400, 100);  // warm-ups, figures, the early retry
+  for (int i = 0; i < 64; ++i) EXPECT_EQ(transfer(400, 100), store_mode::streaming);
+  int cached = 0;
+  for (int i = 0; i < 4000; ++i) cached += transfer(100, 400) == store_mode::cached;
+  EXPECT_GT(cached, 3500);  // back to cached once the retry saw it faster
+}

@@ -20,6 +20,7 @@
 #include "util/mpmc_array.hpp"
 #include "util/mpmc_queue.hpp"
 #include "util/small_copy.hpp"
+#include "util/stream_copy.hpp"
 #include "util/thread_index.hpp"
 
 using namespace weft;
@@ -403,6 +404,26 @@ TEST(SmallCopy, EveryLengthUpToSixtyFourCopiesExactlyAndNothingElse) {
       ASSERT_EQ(dst[i], want) << "length " << n << ", byte " << i;
     }
   }
+}
+
+// Non-temporal copies: every destination alignment (the head up to a line boundary goes
+// by memcpy), lengths around whole lines, and not a byte outside [dst, dst + n).
+TEST(StreamCopy, EveryAlignmentAndLengthCopiesExactlyAndNothingElse) {
+  std::vector<char> src(1200), dst(1300);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = char(i * 13 + 5);
+  for (size_t align = 0; align < 64; align += 7)
+    for (size_t n : {size_t(0), size_t(1), size_t(63), size_t(64), size_t(65), size_t(127),
+                     size_t(128), size_t(200), size_t(1024), size_t(1100)}) {
+      std::fill(dst.begin(), dst.end(), char(0x5a));
+      char* d = dst.data() + ((64 - (reinterpret_cast<uintptr_t>(dst.data()) & 63)) & 63) + align;
+      weft::util::stream_copy(d, src.data() + 3, n);
+      weft::util::stream_fence();
+      for (size_t i = 0; i < dst.size(); ++i) {
+        const char* at = dst.data() + i;
+        const char want = at >= d && at < d + n ? src[3 + size_t(at - d)] : char(0x5a);
+        ASSERT_EQ(dst[i], want) << "alignment " << align << ", length " << n << ", byte " << i;
+      }
+    }
 }
 
 TEST(PacketPool, EmptyPoolReturnsNull) {

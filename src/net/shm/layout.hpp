@@ -17,7 +17,7 @@
 namespace weft::net::shm {
 
 inline constexpr uint32_t segment_magic = 0x57454654;  // "WEFT"
-inline constexpr uint32_t layout_version = 9;
+inline constexpr uint32_t layout_version = 10;
 
 struct alignas(util::cache_line) segment_header {
   uint32_t magic;
@@ -98,7 +98,8 @@ struct put_start_msg {
   uint16_t note_len;
   uint16_t kind;  // stream_kind
   char note[40];
-  uint8_t timed;  // the target times its copy loop into the channel (copy_ticks)
+  uint8_t timed;   // the target times its copy loop into the channel (copy_ticks)
+  uint8_t stores;  // store_mode: how the target writes the data into its destination
 };
 
 struct notify_msg {

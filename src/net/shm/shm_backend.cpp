@@ -22,6 +22,7 @@
 #include "util/process.hpp"
 #include "util/settings.hpp"
 #include "util/small_copy.hpp"
+#include "util/stream_copy.hpp"
 #include "util/thread_index.hpp"
 #include "util/ticks.hpp"
 #include "util/tsan.hpp"
@@ -55,6 +56,9 @@ settings read_settings() {
   s.rma_by_cma = rma != "pipeline";  // auto: gets by cross-memory attach
   s.rma_auto = rma == "auto";
   s.rma_set = util::is_set(setting::shm_rma);
+  const std::string stores = util::get_text(setting::shm_stores);
+  s.stores_auto = stores == "auto";
+  s.stores = stores == "streaming" ? store_mode::streaming : store_mode::cached;
   // Each size is checked against its row's range in settings.def.
   s.nchannels = *util::get_size(setting::shm_channels);
   s.chunk_size = *util::get_size(setting::shm_chunk);
@@ -561,13 +565,20 @@ bool shm_device::stream_out(int rank, const void* src, size_t size, uint64_t rem
     if (timed) timed->record(mode, size, util::ticks() - t0);
     return true;
   }
-  put_start_msg m{remote_addr, size, k.key, k.generation, 0, 0, uint16_t(note_len), kind, {}, 0};
+  put_start_msg m{remote_addr, size, k.key, k.generation, 0, 0, uint16_t(note_len), kind, {}, 0, 0};
   if (note_len) memcpy(m.note, note, note_len);
-  m.timed = timed != nullptr;
+  peer& p = *peers_[size_t(rank)];
+  bool store_timed = false;
+  const store_mode store = choose_stores(p, size, store_timed);
+  m.timed = timed != nullptr || store_timed;
+  m.stores = uint8_t(store);
   if (!start_stream(rank, m)) return false;
   if (timed) timed->start(mode, size);
+  if (store_timed) p.stores.start(store, size);
   outgoing_put o{rank, m.channel, static_cast<const char*>(src), size, 0, ctx, false, {}};
   o.timed = timed != nullptr;
+  o.store = store;
+  o.store_timed = store_timed;
   outgoing_.add(o);
   return true;
 }
@@ -663,7 +674,7 @@ bool shm_device::take_get(int rank, uint64_t ctx, pending_get* out) {
 
 // The target of a pipelined get, its region already held: stream the region back.
 bool shm_device::serve_get(int rank, const get_request_msg& m, uint32_t held) {
-  put_start_msg p{m.dst, m.size, 0, 0, m.ctx, 0, 0, stream_get_reply, {}, 0};
+  put_start_msg p{m.dst, m.size, 0, 0, m.ctx, 0, 0, stream_get_reply, {}, 0, 0};
   if (!start_stream(rank, p)) return false;
   outgoing_put o{rank, p.channel, reinterpret_cast<const char*>(m.remote_addr), m.size, 0, nullptr,
                  true, held};
@@ -671,6 +682,32 @@ bool shm_device::serve_get(int rank, const get_request_msg& m, uint32_t held) {
   memcpy(o.note, m.note, sizeof(o.note));
   outgoing_.add(o);
   return true;
+}
+
+// How the target of a pipelined transfer to `p` will store it (WEFT_SHM_STORES); `timed`
+// says whether the transfer's time goes to p's store_chooser. Chosen here, at the source,
+// because only the source sees both copy loops (its own and, in copy_ticks, the target's):
+// streaming stores can speed the target's loop and slow the source's, and the transfer
+// goes at the pace of the slower one.
+store_mode shm_device::choose_stores(peer& p, size_t size, bool& timed) {
+  const settings& cfg = ctx_.config();
+  timed = false;
+  if (!cfg.stores_auto) return cfg.stores;
+  if (size < stream_min) return store_mode::cached;
+  timed = true;
+  return p.stores.choose(size);
+}
+
+// One chunk into the destination. Streaming stores are weakly ordered: the fence keeps
+// them ahead of the `consumed` store that hands the slot back and, at the last chunk, of
+// the notification that completes the receive.
+void shm_device::copy_in(store_mode m, char* dst, const char* src, size_t n) {
+  if (m == store_mode::streaming) {
+    util::stream_copy(dst, src, n);
+    util::stream_fence();
+  } else {
+    memcpy(dst, src, n);
+  }
 }
 
 // Inline into drain_lane: one call fewer per message.
@@ -736,6 +773,8 @@ bool shm_device::handle_other_cell(sink& s, const cell_header* c, const char* da
                       held, m.get_ctx, m.kind == stream_get_reply,    m.note_len, {}};
       memcpy(in.note, m.note, sizeof(in.note));
       in.timed = m.timed != 0;
+      in.store =
+          m.stores == uint8_t(store_mode::streaming) ? store_mode::streaming : store_mode::cached;
       incoming_.add(in);
       return true;
     }
@@ -955,15 +994,16 @@ size_t shm_device::advance_work(sink& s) {
     };
     // Timed only when it copies: a poll that finds no room reads no clock (two time-stamp
     // reads per waiting transfer per poll were a third of this function's time).
+    const bool timing = o.timed || o.store_timed;
     if (room()) {
-      const uint64_t t0 = o.timed ? util::ticks() : 0;
+      const uint64_t t0 = timing ? util::ticks() : 0;
       do {
         size_t off = o.next_chunk * chunk;
         memcpy(slots + (o.next_chunk % nslots) * chunk, o.src + off, std::min(chunk, o.size - off));
         ++o.next_chunk;
         ch->written.store(o.next_chunk, std::memory_order_release);
       } while (room());
-      if (o.timed) o.ticks += util::ticks() - t0;
+      if (timing) o.ticks += util::ticks() - t0;
     }
     // Done once the target has accepted the region and copied every byte out: a put is
     // complete at its source only when its data is visible at the target.
@@ -972,10 +1012,12 @@ size_t shm_device::advance_work(sink& s) {
       return false;
     ch->busy.store(0, std::memory_order_release);
     bytes_pipelined_.fetch_add(o.size, std::memory_order_relaxed);
-    if (o.timed)  // the two copy loops ran side by side: the longer one is the time
-      peers_[size_t(o.rank)]->choose.record(
-          put_mode::pipeline, o.size,
-          std::max(o.ticks, ch->copy_ticks.load(std::memory_order_relaxed)));
+    if (timing) {  // the two copy loops ran side by side: the longer one is the time
+      const uint64_t took = std::max(o.ticks, ch->copy_ticks.load(std::memory_order_relaxed));
+      peer& p = *peers_[size_t(o.rank)];
+      if (o.timed) p.choose.record(put_mode::pipeline, o.size, took);
+      if (o.store_timed) p.stores.record(o.store, o.size, took);
+    }
     if (!o.get_reply) {
       s.on_put_local_done(o.ctx, true);
       return true;
@@ -997,8 +1039,8 @@ size_t shm_device::advance_work(sink& s) {
         if (ctx_.config().test_delay_us) usleep(useconds_t(ctx_.config().test_delay_us));
 #endif
         size_t off = in.consumed * chunk;
-        memcpy(in.dst + off, in.slots + (in.consumed % nslots) * chunk,
-               std::min(chunk, in.size - off));
+        copy_in(in.store, in.dst + off, in.slots + (in.consumed % nslots) * chunk,
+                std::min(chunk, in.size - off));
         if (++in.consumed == total && in.timed)  // before the store that releases it
           in.channel->copy_ticks.store(in.ticks + (util::ticks() - t0), std::memory_order_relaxed);
         in.channel->consumed.store(in.consumed, std::memory_order_release);
@@ -1006,6 +1048,8 @@ size_t shm_device::advance_work(sink& s) {
       if (in.timed) in.ticks += util::ticks() - t0;
     }
     if (in.consumed < total) return false;
+    if (in.store == store_mode::streaming)
+      bytes_streamed_.fetch_add(in.size, std::memory_order_relaxed);
     ctx_.regions().release(me, in.held);
     // The channel stays busy: its owner frees it once it has seen the transfer complete.
     // Freed here, the owner could claim it for a new transfer first and lose the old one.
@@ -1175,6 +1219,7 @@ void shm_device::test_hook_after_claim() {
 
 uint64_t shm_device::count(counter_t c) const {
   if (c == counter_t::bytes_pipelined) return bytes_pipelined_.load(std::memory_order_relaxed);
+  if (c == counter_t::bytes_streamed) return bytes_streamed_.load(std::memory_order_relaxed);
   if (c == counter_t::bytes_cross_memory)
     return bytes_cross_memory_.load(std::memory_order_relaxed);
   return 0;

@@ -32,6 +32,8 @@ struct settings {
   bool rma_auto;         // user puts by the chooser's measured choice (WEFT_SHM_RMA=auto)
   bool rma_set;          // WEFT_SHM_RMA was set: it wins over a device's peers_progress
   size_t test_delay_us;  // WEFT_TEST_PIPELINE_DELAY (test builds)
+  bool stores_auto;      // WEFT_SHM_STORES=auto: the device's store_chooser decides
+  store_mode stores;     // otherwise every pipelined transfer's target stores so
 };
 
 class shm_context;
@@ -106,6 +108,7 @@ class shm_device final : public device {
     // a zombie that kill(pid, 0) still finds until its parent reaps it.
     std::atomic<bool> gone{false};
     chooser choose;        // how rendezvous data to this peer moves (WEFT_SHM_PUT=auto)
+    store_chooser stores;  // how it stores our pipelined transfers (WEFT_SHM_STORES=auto)
     bell_address bell_at;  // its device's doorbell socket
   };
   struct outgoing_put {
@@ -121,7 +124,9 @@ class shm_device final : public device {
     char note[max_note_size] = {};
     bool finished = false;  // get_reply: streamed; only the notification is left to take
     bool timed = false;     // its time and bytes go to the peer's chooser
-    uint64_t ticks = 0;     // timed: spent in the copy loop (chooser.hpp)
+    uint64_t ticks = 0;     // timed or store_timed: spent in the copy loop (chooser.hpp)
+    store_mode store = store_mode::cached;  // how the target stores it
+    bool store_timed = false;               // its time goes to the peer's store_chooser
   };
   struct incoming_put {
     int rank;
@@ -138,6 +143,7 @@ class shm_device final : public device {
     bool copied = false;  // the data is in; only the notification is left to take
     bool timed = false;   // the source's chooser wants our copy time (copy_ticks)
     uint64_t ticks = 0;
+    store_mode store = store_mode::cached;  // how the copy writes into dst (the source's word)
   };
   struct local_event {
     enum { put_done, get_done, notify, put_ack } kind;
@@ -205,6 +211,8 @@ class shm_device final : public device {
            !hold.active.load(std::memory_order_acquire);
   }
   [[gnu::noinline]] size_t advance_work(sink& s);
+  store_mode choose_stores(peer& p, size_t size, bool& timed);
+  static void copy_in(store_mode m, char* dst, const char* src, size_t n);
   [[gnu::noinline]] size_t poll_lanes(sink& s, uint64_t used, size_t max);
   size_t drain_lane(sink& s, const lane& ln, lane_hold& hold, size_t max);
   [[gnu::noinline, gnu::cold]] void hold_run(lane_hold& hold, const lane& ln, uint64_t from,
@@ -236,13 +244,16 @@ class shm_device final : public device {
   std::unique_ptr<lane_hold[]> holds_;        // one per own lane
   std::vector<std::unique_ptr<peer>> peers_;  // by rank; ours points at own_
   work_list<outgoing_put> outgoing_;
+  // Pipelined transfers of at least this many bytes have their stores chosen
+  // (WEFT_SHM_STORES=auto); smaller ones are cached.
+  static constexpr size_t stream_min = 256 << 10;
   work_list<incoming_put> incoming_;
   work_list<local_event> events_;
   work_list<deferred> deferred_;
   util::spinlock gets_lock_;  // also guards puts_
   std::vector<pending_get> gets_;
   put_ring puts_;  // our inline puts, awaiting their acknowledgments
-  std::atomic<uint64_t> bytes_pipelined_{0}, bytes_cross_memory_{0};
+  std::atomic<uint64_t> bytes_pipelined_{0}, bytes_cross_memory_{0}, bytes_streamed_{0};
   bell_socket bell_sock_;  // the doorbell as a descriptor (mixed); none for a lone rank
 };
 
