@@ -20,7 +20,7 @@ FAST_US = 0.1
 CLASS_RULE = ("fast: the probe's cache-line ping-pong (one-way) took under %.1f us just before the "
               "measurement; slow: %.1f us or more" % (FAST_US, FAST_US))
 FIELDS = ["round", "class", "flag", "system", "api", "mode", "threads", "resources", "workload", "size",
-          "value", "unit", "mechanism"]
+          "value", "unit", "mechanism", "stores"]
 
 
 def class_of_flag(flag):
@@ -242,9 +242,10 @@ def round_table(raw, classes, idx):
     mech = {}
     for r in raw:
         if r["system"] == "weft" and r["workload"] == "bandwidth" and r.get("mechanism"):
-            mech[(r["round"], r["size"])] = r["mechanism"]
+            how = r["mechanism"] + (", " + r["stores"] if r.get("stores") else "")
+            mech[(r["round"], r["size"])] = how
     lines = ["| round | class | flag probe (us) | ring probe (M/s) | pipe / cma probe 64 KiB (GB/s) | pipe / cma probe 4 MiB | "
-             "Weft AM latency (us) | Weft AM rate (M/s) | Weft 64 KiB (GB/s, mechanism) | Weft 4 MiB |",
+             "Weft AM latency (us) | Weft AM rate (M/s) | Weft 64 KiB (GB/s, mechanism, stores) | Weft 4 MiB |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for rd in sorted(idx, key=int):
         r = Round(idx[rd], classes[rd])
@@ -272,7 +273,7 @@ def medians(raw, classes):
 def write_medians_csv(path, med, classes_seen):
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["class"] + FIELDS[2:-3] + ["median", "samples"])
+        w.writerow(["class"] + FIELDS[FIELDS.index("system"):FIELDS.index("value")] + ["median", "samples"])
         for k in sorted(med):
             for c in classes_seen:
                 if c in med[k]:
@@ -440,7 +441,8 @@ def write_doc(path, raw, commands, quick, threads, out, seconds):
     lines += ["", "## Every round", "",
               "The probes and Weft's headline figures round by round, with the mechanism Weft's shared-memory "
               "backend used for the bandwidth runs (`WEFT_SHM_PUT=auto`: pipelined copy or cross-memory attach, "
-              "chosen per peer and size by measured throughput).", ""] + round_table(raw, classes, idx)
+              "chosen per peer and size by measured throughput) and how the target stored the pipelined bytes "
+              "(`WEFT_SHM_STORES=auto`: cached or streaming, chosen the same way; see shm.md).", ""] + round_table(raw, classes, idx)
     for c in seen:
         lines += ["", "## 8-byte message rate against threads, %s measurements (M/s)" % c, "",
                   "Loopback: one process, each thread exchanging with itself. Thread mode: 2 processes, each thread "
