@@ -284,7 +284,7 @@ bool runtime_impl::has_engine(const matching_engine_impl* e) const {
   return false;
 }
 
-packet_pool_impl* runtime_impl::pool_owning(const void* ptr) const {
+packet_pool_impl* runtime_impl::other_pool_owning(const void* ptr) const {
   for (size_t i = 0; i < pool_index_.size(); ++i)
     if (packet_pool_impl* p = pool_index_.get(i); p && p->owns(ptr)) return p;
   return nullptr;

@@ -13,6 +13,7 @@
 
 #include "bootstrap/bootstrap.hpp"
 #include "net/backend.hpp"
+#include "pool/packet_pool.hpp"
 #include "util/generation.hpp"
 #include "util/mpmc_array.hpp"
 #include "weft/weft.hpp"
@@ -85,8 +86,14 @@ class runtime_impl {
   size_t rcomp_count() const { return rcomps_.size(); }
   matching_engine_impl* engine(uint32_t id) const { return engines_.get(id); }
   uint32_t engine_count() const { return uint32_t(engines_.size()); }
-  // Lock-free: put_upacket and packet sends call it on their critical path.
-  packet_pool_impl* pool_owning(const void* p) const;
+  // Lock-free: put_upacket and packet sends call it on their critical path. The default
+  // pool inline (what packet delivery and get_upacket hand out), the others out of line.
+  packet_pool_impl* pool_owning(const void* p) const {
+    if (default_pool && default_pool->owns(p)) [[likely]]
+      return default_pool;
+    return other_pool_owning(p);
+  }
+  packet_pool_impl* other_pool_owning(const void* p) const;
   bool has_pool(const packet_pool_impl* p);
   bool has_engine(const matching_engine_impl* e) const;
   // Completion objects still registered, so free_comp can deregister them.
