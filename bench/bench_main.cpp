@@ -148,26 +148,24 @@ double bandwidth(Lane& l, bool initiator, bool loopback, size_t size, size_t win
   return double(size) * double(window) * double(reps);
 }
 
-// " mechanism=pipeline", "cma" or "mixed:P%pipeline" from the sender's counters before and
-// after a run (Weft over shared memory); "" when nothing was counted (MPI, eager sizes).
-std::string mechanism_field(std::pair<uint64_t, uint64_t> before,
-                            std::pair<uint64_t, uint64_t> after) {
-  const double p = double(after.first - before.first), c = double(after.second - before.second);
-  if (p + c == 0) return "";
-  const int share = int(100 * p / (p + c) + 0.5);
-  if (share >= 95) return " mechanism=pipeline";
-  if (share <= 5) return " mechanism=cma";
-  return " mechanism=mixed:" + std::to_string(share) + "%pipeline";
+// " key=first" when at least 95% of `total` is `part`, " key=second" when at most 5%, else
+// " key=mixed:P%first"; "" when nothing was counted (MPI, eager sizes).
+std::string share_field(const char* key, uint64_t part, uint64_t total, const char* first,
+                        const char* second) {
+  if (total == 0) return "";
+  const int share = int(100 * double(part) / double(total) + 0.5);
+  const std::string k = std::string(" ") + key + "=";
+  if (share >= 95) return k + first;
+  if (share <= 5) return k + second;
+  return k + "mixed:" + std::to_string(share) + "%" + first;
 }
 
-// " stores=streaming", "cached" or "mixed:S%streaming": how the target took the pipelined
-// bytes in (Weft over shared memory); "" when nothing was pipelined.
-std::string stores_field(uint64_t pipelined, uint64_t streamed) {
-  if (pipelined == 0) return "";
-  const int share = int(100 * double(streamed) / double(pipelined) + 0.5);
-  if (share >= 95) return " stores=streaming";
-  if (share <= 5) return " stores=cached";
-  return " stores=mixed:" + std::to_string(share) + "%streaming";
+// Which mechanism moved the sender's large transfers (pipeline or cma), from its counters
+// before and after a run (Weft over shared memory).
+std::string mechanism_field(std::pair<uint64_t, uint64_t> before,
+                            std::pair<uint64_t, uint64_t> after) {
+  const uint64_t p = after.first - before.first, c = after.second - before.second;
+  return share_field("mechanism", p, p + c, "pipeline", "cma");
 }
 
 options parse(int argc, char** argv) {
@@ -326,8 +324,10 @@ int main(int argc, char** argv) {
         lanes[0]->wait_all();
       }
       const auto after = w.mechanism_bytes();
-      report(name.c_str(), size, bytes.load() / s / 1e9, "GB/s",
-             mechanism_field(before, after) + stores_field(after.first - before.first, streamed));
+      report(
+          name.c_str(), size, bytes.load() / s / 1e9, "GB/s",
+          mechanism_field(before, after) +
+              share_field("stores", streamed, after.first - before.first, "streaming", "cached"));
     }
   } else {
     if (w.me == 0) fprintf(stderr, "unknown workload %s (lat, rate, bw)\n", o.workload.c_str());

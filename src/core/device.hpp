@@ -157,6 +157,8 @@ class device_impl final : public net::sink {
   // Queues work that must not fail for want of room (see backlog_limit).
   void backlog_push(const backlog_item& it, const char* what);
   void data_backlog_push(const backlog_work::rendezvous_put& r);
+  template <typename Queue, typename Item>
+  void push_or_fail(Queue& q, const Item& it, const char* queue, const char* what);
   bool run_backlog_item(backlog_item& it);
   // One kind of backlog work each; true when it is done with.
   bool retry_work(backlog_work::post& p);

@@ -51,19 +51,23 @@ void device_impl::defer_signal(comp_impl* c, const status_t& s) {
   backlog_push(backlog_work::signal{c, s}, "a completion signal");
 }
 
-void device_impl::backlog_push(const backlog_item& it, const char* what) {
-  if (backlog.push(it)) return counted_backlog_push();
-  util::fail("progress", "backlog", std::to_string(backlog.size()) + " items",
+// Both queues are sized for everything in flight (see their capacities): a full one is a
+// bug in Weft, reported as such.
+template <typename Queue, typename Item>
+void device_impl::push_or_fail(Queue& q, const Item& it, const char* queue, const char* what) {
+  if (q.push(it)) return counted_backlog_push();
+  util::fail("progress", queue, std::to_string(q.size()) + " items",
              std::string("no room for ") + what +
-                 " (past backlog_size only operations in flight add to the backlog, so this "
-                 "is a bug in Weft)");
+                 " (only operations in flight add to it past backlog_size, so this is a bug "
+                 "in Weft)");
+}
+
+void device_impl::backlog_push(const backlog_item& it, const char* what) {
+  push_or_fail(backlog, it, "backlog", what);
 }
 
 void device_impl::data_backlog_push(const backlog_work::rendezvous_put& r) {
-  if (data_backlog.push(r)) return counted_backlog_push();
-  util::fail("progress", "data backlog", std::to_string(data_backlog.size()) + " items",
-             "no room for rendezvous data (one per send request at most, so this is a bug in "
-             "Weft)");
+  push_or_fail(data_backlog, r, "data backlog", "rendezvous data");
 }
 
 void device_impl::send_control(int rank, const wire_header& h, const void* body, size_t len) {

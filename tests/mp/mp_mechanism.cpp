@@ -7,7 +7,9 @@
 // cross-memory attach (auto must notice and switch); auto alone, every byte one way or the
 // other (either may be the faster one on this machine this minute). Rank 1 checks how it
 // stored them against WEFT_SHM_STORES: streaming, every pipelined byte around the cache;
-// cached, none (auto tries both on 1 MiB transfers: any share).
+// cached, none (auto tries both on 1 MiB transfers: any share). With WEFT_SHM_CHANNELS=1
+// and the pipeline, three of every four transfers wait for the one channel: rank 0 checks
+// that its data backlog took them (backlog_pushes) and rank 1 that each arrived whole.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -31,6 +33,9 @@ int scenario_mechanism() {
   const uint64_t p0 = dev.get_counter(weft::counter_t::bytes_pipelined);
   const uint64_t c0 = dev.get_counter(weft::counter_t::bytes_cross_memory);
   const uint64_t s0 = dev.get_counter(weft::counter_t::bytes_streamed);
+  const uint64_t b0 = dev.get_counter(weft::counter_t::backlog_pushes);
+  const char* channels = getenv("WEFT_SHM_CHANNELS");
+  const bool one_channel = channels && std::string(channels) == "1";
   const char* stores_env = getenv("WEFT_SHM_STORES");
   const std::string stores = stores_env && *stores_env ? stores_env : "auto";
   for (size_t m = 0; m < nmsgs; m += window) {
@@ -60,6 +65,9 @@ int scenario_mechanism() {
     if (mode == "pipeline") CHECK_EQ(c, uint64_t(0));
     if (mode == "cma") CHECK_EQ(p, uint64_t(0));
     if (mode == "auto" && slow_pipeline) CHECK(c >= 4 * p);
+    const uint64_t queued = dev.get_counter(weft::counter_t::backlog_pushes) - b0;
+    printf("rank 0: %llu items backlogged\n", static_cast<unsigned long long>(queued));
+    if (one_channel && mode == "pipeline") CHECK(queued >= nmsgs / window);
   } else {
     const uint64_t s = dev.get_counter(weft::counter_t::bytes_streamed) - s0;
     printf("rank 1: WEFT_SHM_STORES=%s: %llu bytes taken in with streaming stores\n",

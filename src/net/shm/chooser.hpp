@@ -33,7 +33,9 @@ enum class put_mode { pipeline, cma, automatic };
 // through more memory than the last-level cache holds, since every ordinary store first
 // reads its line from memory and evicts lines still wanted (1 MiB messages, 16 in flight:
 // 19 GB/s cached, 37 around); through it wins when they fit (one 4 MiB message in flight:
-// 50 against 25-39). Only the target knows its buffers, so it chooses, by the same rule.
+// 50 against 25-39). Which holds depends on the program's buffers, so it is measured, by
+// the same rule as the mechanisms; the source measures (it sees both copy loops) and tells
+// the target.
 enum class store_mode { cached, streaming };
 
 // Chooses between two ways, `First` and `Second`, of moving a transfer.
@@ -122,7 +124,8 @@ class basic_chooser {
 
 // The source's choice of mechanism for the data to one peer (WEFT_SHM_PUT=auto).
 using chooser = basic_chooser<put_mode, put_mode::pipeline, put_mode::cma>;
-// The target's choice of stores for pipelined transfers of at least stream_min bytes.
+// The source's choice, per peer, of how the target stores pipelined transfers of at least
+// shm_device::stream_min bytes (WEFT_SHM_STORES=auto).
 using store_chooser = basic_chooser<store_mode, store_mode::cached, store_mode::streaming>;
 
 }  // namespace weft::net::shm

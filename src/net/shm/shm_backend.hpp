@@ -32,7 +32,7 @@ struct settings {
   bool rma_auto;         // user puts by the chooser's measured choice (WEFT_SHM_RMA=auto)
   bool rma_set;          // WEFT_SHM_RMA was set: it wins over a device's peers_progress
   size_t test_delay_us;  // WEFT_TEST_PIPELINE_DELAY (test builds)
-  bool stores_auto;      // WEFT_SHM_STORES=auto: the device's store_chooser decides
+  bool stores_auto;      // WEFT_SHM_STORES=auto: each peer's store_chooser decides
   store_mode stores;     // otherwise every pipelined transfer's target stores so
 };
 
@@ -211,6 +211,9 @@ class shm_device final : public device {
            !hold.active.load(std::memory_order_acquire);
   }
   [[gnu::noinline]] size_t advance_work(sink& s);
+  // Pipelined transfers of at least this many bytes have their stores chosen
+  // (WEFT_SHM_STORES=auto); smaller ones are cached.
+  static constexpr size_t stream_min = 256 << 10;
   store_mode choose_stores(peer& p, size_t size, bool& timed);
   static void copy_in(store_mode m, char* dst, const char* src, size_t n);
   [[gnu::noinline]] size_t poll_lanes(sink& s, uint64_t used, size_t max);
@@ -244,9 +247,6 @@ class shm_device final : public device {
   std::unique_ptr<lane_hold[]> holds_;        // one per own lane
   std::vector<std::unique_ptr<peer>> peers_;  // by rank; ours points at own_
   work_list<outgoing_put> outgoing_;
-  // Pipelined transfers of at least this many bytes have their stores chosen
-  // (WEFT_SHM_STORES=auto); smaller ones are cached.
-  static constexpr size_t stream_min = 256 << 10;
   work_list<incoming_put> incoming_;
   work_list<local_event> events_;
   work_list<deferred> deferred_;
