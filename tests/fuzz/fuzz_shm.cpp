@@ -28,9 +28,11 @@ struct fuzz_access {
     c.lap = 0;
     return d.handle_other_cell(s, &c, data);
   }
-  // The verdict word of this rank's own channel `ch` (the peer here is this rank itself).
-  static std::atomic<uint32_t>* verdict(shm_device& d, uint32_t ch) {
-    if (ch >= d.geo_.nchannels) return nullptr;
+  // The verdict word of this rank's own channel `ch` (the peer here is this rank itself),
+  // when `m` is a well-formed announcement on it (else the decoder drops the cell unread).
+  static std::atomic<uint32_t>* verdict(shm_device& d, const put_start_msg& m) {
+    const uint32_t ch = m.channel;
+    if (ch >= d.geo_.nchannels || m.piece == 0 || m.piece > d.geo_.chunk_size) return nullptr;
     return &d.channel_of(d.peers_[0]->channels, ch)->verdict;
   }
 };
@@ -83,7 +85,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (kind == kind_put_start && body.size() == sizeof(m)) {
     memcpy(&m, body.data(), sizeof(m));
     if (m.kind == stream_data && m.note_len <= sizeof(m.note) &&
-        (verdict = fuzz_access::verdict(*shm, m.channel)))
+        (verdict = fuzz_access::verdict(*shm, m)))
       verdict->store(verdict_pending);
   }
   (void)fuzz_access::cell(*shm, *dev, kind, body.data(), uint32_t(body.size()));

@@ -17,7 +17,7 @@
 namespace weft::net::shm {
 
 inline constexpr uint32_t segment_magic = 0x57454654;  // "WEFT"
-inline constexpr uint32_t layout_version = 10;
+inline constexpr uint32_t layout_version = 11;
 
 struct alignas(util::cache_line) segment_header {
   uint32_t magic;
@@ -100,6 +100,7 @@ struct put_start_msg {
   char note[40];
   uint8_t timed;   // the target times its copy loop into the channel (copy_ticks)
   uint8_t stores;  // store_mode: how the target writes the data into its destination
+  uint32_t piece;  // bytes of the transfer per slot (at most chunk_size): see piece_for
 };
 
 struct notify_msg {
@@ -194,5 +195,20 @@ struct geometry {
   }
   size_t total() const { return channels_offset() + channel_stride() * nchannels; }
 };
+
+// How many bytes of a transfer of `size` go in each slot of `slot` bytes. A transfer alone
+// in flight from its device goes in quarters (whole pages, from a page to a slot), so that
+// the target's copy overlaps the source's instead of starting once it has ended: one
+// transfer at a time, 64 KiB moved 33.2-34.3 GB/s in quarters against 29.5-30.0 in one
+// slot, 32 KiB 26.8-27.2 against 23.0-23.6 (fast phase, interleaved). With others in
+// flight the copies overlap across transfers already, and each piece costs a handover of
+// `written` and `consumed` between the cores: 16 at a time in quarters moved 8.6 against
+// 12.0 GB/s at 16 KiB and 18 against 22 at 64 KiB in a slow phase, so those fill whole
+// slots (2026-11-26, `bench_weft bw --window 1` and `--window 16`).
+inline size_t piece_for(size_t size, size_t slot, bool alone) {
+  constexpr size_t page = 4096;
+  if (!alone || slot < page) return slot;
+  return std::clamp(geometry::align((size + 3) / 4, page), page, slot);
+}
 
 }  // namespace weft::net::shm

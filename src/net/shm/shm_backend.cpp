@@ -519,6 +519,7 @@ void shm_device::direct_access(bool write, int rank, void* local, size_t size, u
 bool shm_device::start_stream(int rank, put_start_msg& m) {
   m.channel = claim_channel();
   if (m.channel == geo_.nchannels) return false;
+  m.piece = uint32_t(piece_for(m.size, geo_.chunk_size, outgoing_.empty()));
   // Only a timed transfer's: the line is the target's (it writes `consumed` there).
   if (m.timed) channel_of(own_channels_, m.channel)->copy_ticks.store(0, std::memory_order_relaxed);
   if (enqueue(rank, kind_put_start, &m, sizeof(m), nullptr, 0)) return true;
@@ -565,7 +566,8 @@ bool shm_device::stream_out(int rank, const void* src, size_t size, uint64_t rem
     if (timed) timed->record(mode, size, util::ticks() - t0);
     return true;
   }
-  put_start_msg m{remote_addr, size, k.key, k.generation, 0, 0, uint16_t(note_len), kind, {}, 0, 0};
+  put_start_msg m{remote_addr, size, k.key, k.generation, 0, 0, uint16_t(note_len), kind, {},
+                  0,           0,    0};
   if (note_len) memcpy(m.note, note, note_len);
   peer& p = *peers_[size_t(rank)];
   bool store_timed = false;
@@ -579,6 +581,7 @@ bool shm_device::stream_out(int rank, const void* src, size_t size, uint64_t rem
   o.timed = timed != nullptr;
   o.store = store;
   o.store_timed = store_timed;
+  o.piece = m.piece;
   outgoing_.add(o);
   return true;
 }
@@ -674,12 +677,13 @@ bool shm_device::take_get(int rank, uint64_t ctx, pending_get* out) {
 
 // The target of a pipelined get, its region already held: stream the region back.
 bool shm_device::serve_get(int rank, const get_request_msg& m, uint32_t held) {
-  put_start_msg p{m.dst, m.size, 0, 0, m.ctx, 0, 0, stream_get_reply, {}, 0, 0};
+  put_start_msg p{m.dst, m.size, 0, 0, m.ctx, 0, 0, stream_get_reply, {}, 0, 0, 0};
   if (!start_stream(rank, p)) return false;
   outgoing_put o{rank, p.channel, reinterpret_cast<const char*>(m.remote_addr), m.size, 0, nullptr,
                  true, held};
   o.note_len = m.note_len;
   memcpy(o.note, m.note, sizeof(o.note));
+  o.piece = p.piece;
   outgoing_.add(o);
   return true;
 }
@@ -698,8 +702,8 @@ store_mode shm_device::choose_stores(peer& p, size_t size, bool& timed) {
   return p.stores.choose(size);
 }
 
-// One chunk into the destination. Streaming stores are weakly ordered: the fence keeps
-// them ahead of the `consumed` store that hands the slot back and, at the last chunk, of
+// One piece into the destination. Streaming stores are weakly ordered: the fence keeps
+// them ahead of the `consumed` store that hands the slot back and, at the last piece, of
 // the notification that completes the receive.
 void shm_device::copy_in(store_mode m, char* dst, const char* src, size_t n) {
   if (m == store_mode::streaming) {
@@ -734,7 +738,9 @@ bool shm_device::handle_other_cell(sink& s, const cell_header* c, const char* da
       put_start_msg m;
       if (c->len != sizeof(m)) break;
       memcpy(&m, data, sizeof(m));
-      if (m.channel >= geo_.nchannels || m.note_len > sizeof(m.note)) break;
+      if (m.channel >= geo_.nchannels || m.note_len > sizeof(m.note) || m.piece == 0 ||
+          m.piece > geo_.chunk_size)
+        break;
       char* channels = peers_[size_t(src)]->channels;
       auto* ch = channel_of(channels, m.channel);
       char* dst = reinterpret_cast<char*>(m.remote_addr);
@@ -773,6 +779,7 @@ bool shm_device::handle_other_cell(sink& s, const cell_header* c, const char* da
                       held, m.get_ctx, m.kind == stream_get_reply,    m.note_len, {}};
       memcpy(in.note, m.note, sizeof(in.note));
       in.timed = m.timed != 0;
+      in.piece = m.piece;
       in.store =
           m.stores == uint8_t(store_mode::streaming) ? store_mode::streaming : store_mode::cached;
       incoming_.add(in);
@@ -972,7 +979,7 @@ size_t shm_device::poll(sink& s, size_t max) {
 size_t shm_device::advance_work(sink& s) {
   size_t n = 0;
   const int me = ctx_.boot().rank();
-  const size_t chunk = geo_.chunk_size, nslots = geo_.nslots;
+  const size_t slot = geo_.chunk_size, nslots = geo_.nslots;
   n += outgoing_.advance([&](outgoing_put& o) {
     // A get served and streamed whose notification our sink refused: offer it again.
     if (o.finished) return s.on_remote_notify(o.rank, o.note, o.note_len);
@@ -987,7 +994,7 @@ size_t shm_device::advance_work(sink& s) {
         s.on_put_local_done(o.ctx, false);
       return true;
     }
-    const uint64_t total = nchunks(o.size);
+    const uint64_t total = npieces(o.size, o.piece);
     auto room = [&] {
       return o.next_chunk < total &&
              o.next_chunk - ch->consumed.load(std::memory_order_acquire) < nslots;
@@ -998,8 +1005,9 @@ size_t shm_device::advance_work(sink& s) {
     if (room()) {
       const uint64_t t0 = timing ? util::ticks() : 0;
       do {
-        size_t off = o.next_chunk * chunk;
-        memcpy(slots + (o.next_chunk % nslots) * chunk, o.src + off, std::min(chunk, o.size - off));
+        const size_t off = o.next_chunk * o.piece;
+        memcpy(slots + (o.next_chunk % nslots) * slot, o.src + off,
+               std::min(o.piece, o.size - off));
         ++o.next_chunk;
         ch->written.store(o.next_chunk, std::memory_order_release);
       } while (room());
@@ -1030,7 +1038,7 @@ size_t shm_device::advance_work(sink& s) {
   n += incoming_.advance([&](incoming_put& in) {
     // The data is in but our sink refused the notification: offer it again.
     if (in.copied) return s.on_remote_notify(in.rank, in.note, in.note_len);
-    const uint64_t total = nchunks(in.size);
+    const uint64_t total = npieces(in.size, in.piece);
     const uint64_t w = in.channel->written.load(std::memory_order_acquire);
     if (in.consumed < w) {  // timed only when it copies, as above
       const uint64_t t0 = in.timed ? util::ticks() : 0;
@@ -1038,9 +1046,9 @@ size_t shm_device::advance_work(sink& s) {
 #ifdef WEFT_TEST_HOOKS
         if (ctx_.config().test_delay_us) usleep(useconds_t(ctx_.config().test_delay_us));
 #endif
-        size_t off = in.consumed * chunk;
-        copy_in(in.store, in.dst + off, in.slots + (in.consumed % nslots) * chunk,
-                std::min(chunk, in.size - off));
+        const size_t off = in.consumed * in.piece;
+        copy_in(in.store, in.dst + off, in.slots + (in.consumed % nslots) * slot,
+                std::min(in.piece, in.size - off));
         if (++in.consumed == total && in.timed)  // before the store that releases it
           in.channel->copy_ticks.store(in.ticks + (util::ticks() - t0), std::memory_order_relaxed);
         in.channel->consumed.store(in.consumed, std::memory_order_release);

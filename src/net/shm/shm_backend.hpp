@@ -127,6 +127,7 @@ class shm_device final : public device {
     uint64_t ticks = 0;     // timed or store_timed: spent in the copy loop (chooser.hpp)
     store_mode store = store_mode::cached;  // how the target stores it
     bool store_timed = false;               // its time goes to the peer's store_chooser
+    size_t piece = 0;                       // bytes per slot (put_start_msg::piece)
   };
   struct incoming_put {
     int rank;
@@ -144,6 +145,7 @@ class shm_device final : public device {
     bool timed = false;   // the source's chooser wants our copy time (copy_ticks)
     uint64_t ticks = 0;
     store_mode store = store_mode::cached;  // how the copy writes into dst (the source's word)
+    size_t piece = 0;                       // bytes per slot, as the source cut the transfer
   };
   struct local_event {
     enum { put_done, get_done, notify, put_ack } kind;
@@ -227,8 +229,8 @@ class shm_device final : public device {
   // Channel c of the channel area at `channels` (own_channels_ or a peer's).
   channel_header* channel_of(char* channels, uint32_t c) const;
   char* slots_of(char* channels, uint32_t c) const;
-  size_t nchunks(size_t size) const {
-    return (size + geo_.chunk_size - 1) / geo_.chunk_size;
+  static size_t npieces(size_t size, size_t piece) {
+    return (size + piece - 1) / piece;
   }
 
   shm_context& ctx_;
