@@ -304,6 +304,7 @@ int main(int argc, char** argv) {
       std::atomic<double> bytes{0};
       const auto before = w.mechanism_bytes();
       const uint64_t streamed_before = w.streamed_bytes();
+      const auto ahead_before = w.ahead_sends();
       double s = run_threads([&](lane_t& l) {
         size_t t = lane_index(l);
         double b = bandwidth(l, initiator, loopback, size, window, sb[t], rb[t], reps);
@@ -324,10 +325,13 @@ int main(int argc, char** argv) {
         lanes[0]->wait_all();
       }
       const auto after = w.mechanism_bytes();
+      const auto ahead = w.ahead_sends();
       report(
           name.c_str(), size, bytes.load() / s / 1e9, "GB/s",
           mechanism_field(before, after) +
-              share_field("stores", streamed, after.first - before.first, "streaming", "cached"));
+              share_field("stores", streamed, after.first - before.first, "streaming", "cached") +
+              share_field("ahead", ahead.first - ahead_before.first,
+                          ahead.second - ahead_before.second, "yes", "no"));
     }
   } else {
     if (w.me == 0) fprintf(stderr, "unknown workload %s (lat, rate, bw)\n", o.workload.c_str());

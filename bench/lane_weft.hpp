@@ -57,20 +57,20 @@ struct weft_world {
   // Bytes the devices moved by each shared-memory large-transfer mechanism so far
   // (pipelined copy, cross-memory attach): which one a bandwidth run used.
   std::pair<uint64_t, uint64_t> mechanism_bytes() const {
-    std::pair<uint64_t, uint64_t> b{0, 0};
-    for (size_t t = 0; t < devices.size(); ++t) {
-      if (t && res != resources::dedicated) break;  // one shared device: counted once
-      b.first += devices[t].get_counter(weft::counter_t::bytes_pipelined);
-      b.second += devices[t].get_counter(weft::counter_t::bytes_cross_memory);
-    }
-    return b;
+    return {sum(weft::counter_t::bytes_pipelined), sum(weft::counter_t::bytes_cross_memory)};
   }
   // Bytes this rank's devices took in with streaming stores (the target's choice).
-  uint64_t streamed_bytes() const {
+  uint64_t streamed_bytes() const { return sum(weft::counter_t::bytes_streamed); }
+  // Rendezvous sends whose data went ahead of the clear-to-send, and all rendezvous sends.
+  std::pair<uint64_t, uint64_t> ahead_sends() const {
+    return {sum(weft::counter_t::sent_ahead), sum(weft::counter_t::sent_rendezvous)};
+  }
+  // Counter c over this rank's devices (one shared device: counted once).
+  uint64_t sum(weft::counter_t c) const {
     uint64_t n = 0;
     for (size_t t = 0; t < devices.size(); ++t) {
       if (t && res != resources::dedicated) break;
-      n += devices[t].get_counter(weft::counter_t::bytes_streamed);
+      n += devices[t].get_counter(c);
     }
     return n;
   }

@@ -20,7 +20,7 @@ FAST_US = 0.1
 CLASS_RULE = ("fast: the probe's cache-line ping-pong (one-way) took under %.1f us just before the "
               "measurement; slow: %.1f us or more" % (FAST_US, FAST_US))
 FIELDS = ["round", "class", "flag", "system", "api", "mode", "threads", "resources", "workload", "size",
-          "value", "unit", "mechanism", "stores"]
+          "value", "unit", "mechanism", "stores", "ahead"]
 
 
 def class_of_flag(flag):
@@ -242,10 +242,11 @@ def round_table(raw, classes, idx):
     mech = {}
     for r in raw:
         if r["system"] == "weft" and r["workload"] == "bandwidth" and r.get("mechanism"):
-            how = r["mechanism"] + (", " + r["stores"] if r.get("stores") else "")
+            how = r["mechanism"] + (", " + r["stores"] if r.get("stores") else "") + \
+                (", ahead " + r["ahead"] if r.get("ahead") else "")
             mech[(r["round"], r["size"])] = how
     lines = ["| round | class | flag probe (us) | ring probe (M/s) | pipe / cma probe 64 KiB (GB/s) | pipe / cma probe 4 MiB | "
-             "Weft AM latency (us) | Weft AM rate (M/s) | Weft 64 KiB (GB/s, mechanism, stores) | Weft 4 MiB |",
+             "Weft AM latency (us) | Weft AM rate (M/s) | Weft 64 KiB (GB/s, mechanism, stores, data ahead) | Weft 4 MiB |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for rd in sorted(idx, key=int):
         r = Round(idx[rd], classes[rd])

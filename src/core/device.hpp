@@ -90,6 +90,7 @@ class device_impl final : public net::sink {
   void on_get_done(void* ctx, bool ok) override;
   bool on_remote_notify(int rank, const void* note, size_t len) override;
   bool expects_data(int rank, uint64_t addr, size_t size, const void* note, size_t len) override;
+  bool on_ahead(int rank, uint32_t id, const void* data, size_t len) override;
 
   // Signals `c` with `s` (or queues the signal when `c` cannot take it now). `counted`:
   // the operation was counted as pending on `c`.
@@ -201,7 +202,10 @@ class device_impl final : public net::sink {
   [[gnu::noinline, gnu::cold]] void refuse_am(int rank, const wire_header& h, size_t size);
   bool arrive_send(int rank, const wire_header& h, const char* data, size_t size);
   // The rendezvous protocol (core/rendezvous.cpp).
-  bool arrive_rts(int rank, const wire_header& h, const rts_body& b);
+  bool arrive_rts(int rank, const wire_header& h, const rts_body& b, uint32_t id = no_ahead);
+  // The data sent ahead of a ready-to-send (backend id `id`) goes into `r`'s buffer; r
+  // is published rdv_recv already.
+  void take_ahead(request* r, uint32_t id);
   void arrive_cts(int rank, const cts_body& b);
   void arrive_nack(int rank, const nack_body& b);
   void accept_rendezvous(const recv_side& recv, request* u);

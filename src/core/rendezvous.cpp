@@ -12,6 +12,7 @@
 #include "core/device.hpp"
 #include "core/runtime.hpp"
 #include "match/matching_engine.hpp"
+#include "util/log.hpp"
 #include "util/tsan.hpp"
 
 namespace weft::impl {
@@ -24,6 +25,18 @@ status_t device_impl::post_rendezvous(const comm_args& a, const wire_header& h) 
   rts_body b{a.size, slab.handle(r)};
   if (c) c->pending.fetch_add(1, std::memory_order_relaxed);
   // Published last: once the ready-to-send is out, another thread may finish and reuse r.
+  // Over shared memory the data may go at once, ahead of the clear-to-send; else (no
+  // channel, too much data ahead that nobody has received yet, another mechanism) the
+  // classic way.
+  r->sent_ahead = true;
+  r->publish(req_kind::rdv_send);
+  if (net->try_send_ahead(a.rank, &h, sizeof(h), &b, sizeof(b), a.local_buffer, a.size,
+                          reinterpret_cast<void*>(uintptr_t(b.sreq)))) {
+    counters.add_two(counter_t::sent_rendezvous, counter_t::bytes_sent, a.size);
+    counters.add(counter_t::sent_ahead);
+    return immediate(a, errorcode_t::posted);
+  }
+  r->sent_ahead = false;
   r->publish(req_kind::rdv_send);
   if (!net->try_send(a.rank, &h, sizeof(h), &b, sizeof(b))) {
     if (c) c->pending.fetch_sub(1, std::memory_order_relaxed);
@@ -34,8 +47,53 @@ status_t device_impl::post_rendezvous(const comm_args& a, const wire_header& h) 
   return immediate(a, errorcode_t::posted);
 }
 
-bool device_impl::arrive_rts(int rank, const wire_header& h, const rts_body& b) {
+// A ready-to-send whose data the backend moves already (sent ahead, over shared memory).
+bool device_impl::on_ahead(int rank, uint32_t id, const void* data, size_t len) {
+  wire_header h;
+  rts_body b;
+  if (len == sizeof(h) + sizeof(b)) {
+    memcpy(&h, data, sizeof(h));
+    memcpy(&b, static_cast<const char*>(data) + sizeof(h), sizeof(b));
+    if (h.version == wire_version &&
+        (h.type == uint8_t(msg_type::rts_send) || h.type == uint8_t(msg_type::rts_am)))
+      return arrive_rts(rank, h, b, id);
+  }
+  net->refuse_ahead(rank, id);
+  wire_error(rank, "data sent ahead with a message of " + std::to_string(len) +
+                       " bytes that is not a ready-to-send");
+  return true;
+}
+
+void device_impl::take_ahead(request* r, uint32_t id) {
+  rendezvous_note note{uint8_t(note_type::rendezvous), {}, slab.handle(r)};
+  WEFT_TSAN_RELEASE(r->buf);
+  if (net->accept_ahead(r->rank, id, r->buf, r->msg_size, r->size, &note, sizeof(note))) {
+    counters.add(counter_t::received_ahead);
+    return;
+  }
+  // The source died meanwhile: the receive fails with it (fail_peer), as one whose
+  // clear-to-send went to a dead peer does.
+  if (peer_dead(r->rank) || !net->peer_alive(r->rank)) {
+    WEFT_LOG(warn, "rank %d: data sent ahead by rank %d is gone before its receive took it",
+             rt.rank(), r->rank);
+    return;
+  }
+  // Alive, and its data ahead disagrees with its ready-to-send (the backend refused it):
+  // both ends fail, the sender through the refusal message.
+  wire_error(r->rank, "data sent ahead of " + std::to_string(r->msg_size) +
+                          " bytes that its backend announced otherwise: refused");
+  wire_header n{};
+  n.version = wire_version;
+  n.type = uint8_t(msg_type::nack);
+  nack_body nb{r->peer_req, uint32_t(errorcode_t::error), 0};
+  send_control(r->rank, n, &nb, sizeof(nb));
+  finish_request(r, errorcode_t::error);
+}
+
+bool device_impl::arrive_rts(int rank, const wire_header& h, const rts_body& b, uint32_t id) {
   auto refuse = [&](errorcode_t code, const std::string& why) {
+    // The data ahead first: the refusal message, which stops it at the source, after.
+    if (id != no_ahead) net->refuse_ahead(rank, id);
     wire_error(rank, why);
     wire_header n{};
     n.version = wire_version;
@@ -80,6 +138,12 @@ bool device_impl::arrive_rts(int rank, const wire_header& h, const rts_body& b) 
     r->counted = r->comp != nullptr;
     if (r->counted) r->comp->pending.fetch_add(1, std::memory_order_relaxed);
     r->peer_req = b.sreq;
+    r->ahead = id;
+    if (id != no_ahead) {
+      r->publish(req_kind::rdv_recv);  // before the data can complete it
+      take_ahead(r, id);
+      return true;
+    }
     wire_header c{};
     c.version = wire_version;
     c.type = uint8_t(msg_type::cts);
@@ -106,6 +170,7 @@ bool device_impl::arrive_rts(int rank, const wire_header& h, const rts_body& b) 
   u->msg_size = b.size;
   u->peer_req = b.sreq;
   u->counted = false;
+  u->ahead = id;
   u->publish(req_kind::unexpected_rts);
   counters.add(counter_t::unexpected);
   if (auto* r = static_cast<request*>(e->insert(u))) r->dev->match_posted(r, u);
@@ -125,6 +190,11 @@ void device_impl::accept_rendezvous(const recv_side& recv, request* u) {
   u->is_am = false;
   if (u->counted) comp->pending.fetch_add(1, std::memory_order_relaxed);
   if (counted) comp->pending.fetch_sub(1, std::memory_order_relaxed);
+  if (u->ahead != no_ahead) {  // its data is on its way: into this buffer
+    u->publish(req_kind::rdv_recv);
+    u->dev->take_ahead(u, u->ahead);
+    return;
+  }
   wire_header h{};
   h.version = wire_version;
   h.type = uint8_t(msg_type::cts);
@@ -166,6 +236,8 @@ void device_impl::arrive_nack(int rank, const nack_body& b) {
     wire_error(rank, "refusal for unknown send request " + std::to_string(b.sreq));
     return;
   }
+  // Data sent ahead may still be on its way into the channel: stop it first.
+  if (s->sent_ahead) net->cancel_ahead(rank, reinterpret_cast<void*>(uintptr_t(b.sreq)));
   finish_request(s, errorcode_t(b.errorcode));
 }
 

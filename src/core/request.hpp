@@ -30,6 +30,8 @@ enum class req_kind : uint8_t {
   rma,               // a put or get of ours, waiting for the backend
 };
 
+inline constexpr uint32_t no_ahead = UINT32_MAX;
+
 struct request : match_entry {
   std::atomic<uint32_t> gen{0};
   // Set last, with release, once every other field is filled: a thread that finds the
@@ -48,6 +50,10 @@ struct request : match_entry {
   comp_impl* comp = nullptr;
   void* user_context = nullptr;
   uint64_t peer_req = 0;
+  // rdv_send: its data goes ahead of its ready-to-send (net::device::try_send_ahead).
+  // unexpected_rts, rdv_recv: the backend's id of the data sent ahead, or no_ahead.
+  bool sent_ahead = false;
+  uint32_t ahead = no_ahead;
   packet_pool_impl* pool = nullptr;        // unexpected data held in a packet of this pool
   const rcomp_entry* am_target = nullptr;  // rdv_recv active message: its buffer's allocator
   device_impl* dev = nullptr;

@@ -46,6 +46,10 @@ class sink {
   // `note`: only into a buffer this process offered that rank (a backend that copies the
   // data itself asks first, since the address comes from the peer).
   virtual bool expects_data(int rank, uint64_t addr, size_t size, const void* note, size_t len) = 0;
+  // A message from `rank` whose data is on its way already (device::try_send_ahead),
+  // under the backend's `id`, waiting for accept_ahead or refuse_ahead. False: not taken
+  // (as on_message); the backend offers it again later.
+  virtual bool on_ahead(int rank, uint32_t id, const void* data, size_t len) = 0;
 };
 
 // A local registration. Backends that need none (shm) fill base and size only.
@@ -105,6 +109,33 @@ class device {
   // path). Completes and notifies as try_put does. False: resources busy, retry later.
   virtual bool try_send_data(int rank, const void* src, size_t size, uint64_t remote_addr,
                              const void* note, size_t note_len, void* ctx) = 0;
+
+  // The core's rendezvous data sent ahead of its ready-to-send: the message hdr|payload
+  // (the ready-to-send) reaches the peer's sink as on_ahead, and the `size` bytes at
+  // `src` start moving at once, without waiting for a clear-to-send. The target's core
+  // names the destination later (accept_ahead) or refuses (refuse_ahead, then its
+  // refusal message, on which the core here calls cancel_ahead). Completes as
+  // try_send_data does (on_put_local_done(ctx, true) once the target has taken every
+  // byte). False: this backend cannot for this peer and size now (it has no such path, no
+  // free channel, too much data ahead not yet accepted): send the ready-to-send alone.
+  virtual bool try_send_ahead(int /*rank*/, const void* /*hdr*/, size_t /*hdr_len*/,
+                              const void* /*payload*/, size_t /*len*/, const void* /*src*/,
+                              size_t /*size*/, void* /*ctx*/) {
+    return false;
+  }
+  // The target's side of data ahead announced by on_ahead, whose ready-to-send says `size`
+  // bytes: its first `accept` bytes go to `dst` (the rest is dropped), and the sink gets
+  // on_remote_notify(note) once every byte is in. False: it is gone (its source died), or
+  // the backend's announcement disagrees with `size` (then refused, as by refuse_ahead).
+  virtual bool accept_ahead(int /*rank*/, uint32_t /*id*/, void* /*dst*/, size_t /*size*/,
+                            size_t /*accept*/, const void* /*note*/, size_t /*note_len*/) {
+    return false;
+  }
+  // The target will not take the data ahead; its core then sends its refusal message.
+  virtual void refuse_ahead(int /*rank*/, uint32_t /*id*/) {}
+  // At the source, on the target's refusal: stops the data ahead whose context is `ctx`.
+  // When it returns, nothing touches its source buffer any more.
+  virtual void cancel_ahead(int /*rank*/, void* /*ctx*/) {}
 
   // One-sided. `remote_addr` is an address in the target process covered by `rkey`.
   // With a note (note_len > 0, at most max_note_size), the target's sink gets

@@ -145,6 +145,7 @@ struct recording_sink final : weft::net::sink {
   }
   bool on_remote_notify(int, const void*, size_t) override { return true; }
   bool expects_data(int, uint64_t, size_t, const void*, size_t) override { return false; }
+  bool on_ahead(int, uint32_t, const void*, size_t) override { return true; }
 };
 
 // Polls the backend until the put and the get posted through it both ended, across a

@@ -34,3 +34,5 @@ int scenario_peers_progress();
 int scenario_rma_burst();
 int scenario_blocking();
 int scenario_cont();
+int scenario_ahead();
+int scenario_ahead_to_dead();

@@ -780,6 +780,8 @@ int main(int argc, char** argv) {
       {"no_defaults", scenario_no_defaults},
       {"loaded", scenario_loaded},
       {"mechanism", scenario_mechanism},
+      {"ahead", scenario_ahead},
+      {"ahead_to_dead", scenario_ahead_to_dead},
       {"peers_progress", scenario_peers_progress},
       {"rma_burst", scenario_rma_burst},
       {"blocking", scenario_blocking},

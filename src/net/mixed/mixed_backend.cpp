@@ -69,6 +69,9 @@ class renumbering_sink final : public sink {
   bool expects_data(int rank, uint64_t addr, size_t size, const void* note, size_t len) override {
     return outer_.expects_data(global_[size_t(rank)], addr, size, note, len);
   }
+  bool on_ahead(int rank, uint32_t id, const void* data, size_t len) override {
+    return outer_.on_ahead(global_[size_t(rank)], id, data, len);
+  }
 
  private:
   sink& outer_;
@@ -102,6 +105,23 @@ class mixed_device final : public device {
     const int l = local_[size_t(rank)];
     return l >= 0 ? shm_->try_send_data(l, src, size, remote_addr, note, note_len, ctx)
                   : net_->try_send_data(rank, src, size, remote_addr, note, note_len, ctx);
+  }
+  // Streams over shared memory only: the network backends have none.
+  bool try_send_ahead(int rank, const void* hdr, size_t hdr_len, const void* payload, size_t len,
+                      const void* src, size_t size, void* ctx) override {
+    const int l = local_[size_t(rank)];
+    return l >= 0 && shm_->try_send_ahead(l, hdr, hdr_len, payload, len, src, size, ctx);
+  }
+  bool accept_ahead(int rank, uint32_t id, void* dst, size_t size, size_t accept, const void* note,
+                    size_t note_len) override {
+    const int l = local_[size_t(rank)];
+    return l >= 0 && shm_->accept_ahead(l, id, dst, size, accept, note, note_len);
+  }
+  void refuse_ahead(int rank, uint32_t id) override {
+    if (const int l = local_[size_t(rank)]; l >= 0) shm_->refuse_ahead(l, id);
+  }
+  void cancel_ahead(int rank, void* ctx) override {
+    if (const int l = local_[size_t(rank)]; l >= 0) shm_->cancel_ahead(l, ctx);
   }
   bool try_get(int rank, void* dst, size_t size, uint64_t remote_addr, rkey_t rkey,
                const void* note, size_t note_len, void* ctx) override {

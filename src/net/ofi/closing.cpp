@@ -16,6 +16,7 @@ struct discarding_sink final : sink {
   void on_get_done(void*, bool) override {}
   bool on_remote_notify(int, const void*, size_t) override { return true; }
   bool expects_data(int, uint64_t, size_t, const void*, size_t) override { return false; }
+  bool on_ahead(int, uint32_t, const void*, size_t) override { return true; }  // ofi has none
 };
 }  // namespace
 

@@ -17,7 +17,7 @@
 namespace weft::net::shm {
 
 inline constexpr uint32_t segment_magic = 0x57454654;  // "WEFT"
-inline constexpr uint32_t layout_version = 11;
+inline constexpr uint32_t layout_version = 12;
 
 struct alignas(util::cache_line) segment_header {
   uint32_t magic;
@@ -80,6 +80,7 @@ enum cell_kind : uint8_t {
   kind_get_refused = 5,  // the target refused a pipelined get
   kind_put_inline = 6,   // a small notified put: put_inline_msg, then the data
   kind_put_ack = 7,      // the target applied (or refused) a kind_put_inline
+  kind_ahead = 8,        // the core's ready-to-send, its data already going into a channel
 };
 
 // What a stream in a put channel is (put_start_msg::kind).
@@ -101,6 +102,20 @@ struct put_start_msg {
   uint8_t timed;   // the target times its copy loop into the channel (copy_ticks)
   uint8_t stores;  // store_mode: how the target writes the data into its destination
   uint32_t piece;  // bytes of the transfer per slot (at most chunk_size): see piece_for
+};
+
+// Data sent ahead (device::try_send_ahead): a rendezvous message's data, streamed into the
+// sender's channel before the target has matched it; `msg` is the core's ready-to-send.
+// The target takes it into a buffer of its choice later (accept_ahead) or refuses it.
+struct ahead_msg {
+  uint64_t size;
+  uint32_t channel;
+  uint32_t piece;  // as put_start_msg::piece
+  uint8_t timed;
+  uint8_t stores;
+  uint16_t msg_len;
+  uint32_t pad;
+  char msg[48];
 };
 
 struct notify_msg {

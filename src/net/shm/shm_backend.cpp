@@ -59,6 +59,7 @@ settings read_settings() {
   const std::string stores = util::get_text(setting::shm_stores);
   s.stores_auto = stores == "auto";
   s.stores = stores == "streaming" ? store_mode::streaming : store_mode::cached;
+  s.ahead = util::get_flag(setting::shm_ahead);
   // Each size is checked against its row's range in settings.def.
   s.nchannels = *util::get_size(setting::shm_channels);
   s.chunk_size = *util::get_size(setting::shm_chunk);
@@ -340,6 +341,7 @@ void shm_device::attach_peers() {
     p->channels = p->base + pg.channels_offset();
     p->lanes.resize(pg.nlanes);
     p->nlanes = pg.nlanes;
+    p->ahead.resize(pg.nchannels, ahead_msg{});
     for (size_t l = 0; l < pg.nlanes; ++l) {
       p->lanes[l].tail = reinterpret_cast<ring_index*>(p->base + pg.tail_offset(l));
       p->lanes[l].cells = p->base + pg.cells_offset(l);
@@ -586,6 +588,116 @@ bool shm_device::stream_out(int rank, const void* src, size_t size, uint64_t rem
   return true;
 }
 
+// Rendezvous data ahead of its ready-to-send, when it would move by the pipelined copy
+// anyway (WEFT_SHM_PUT, or the chooser's pick): the source fills its channel while the
+// ready-to-send travels, and the target starts copying the moment it matches the message,
+// without the clear-to-send and the announcement that the classic path waits for.
+bool shm_device::try_send_ahead(int rank, const void* hdr, size_t hdr_len, const void* payload,
+                                size_t len, const void* src, size_t size, void* ctx) {
+  const settings& cfg = ctx_.config();
+  if (!cfg.ahead || rank == ctx_.boot().rank() || size == 0 ||
+      hdr_len + len > sizeof(ahead_msg::msg))
+    return false;
+  peer& p = *peers_[size_t(rank)];
+  chooser* timed = cfg.mode == put_mode::automatic ? &p.choose : nullptr;
+  if ((timed ? timed->choose(size) : cfg.mode) != put_mode::pipeline) return false;
+  // Counted before the channel is claimed: data ahead that nobody receives yet holds its
+  // channel until then.
+  if (unaccepted_.fetch_add(1, std::memory_order_acq_rel) + 1 >= geo_.nchannels) {
+    unaccepted_.fetch_sub(1, std::memory_order_acq_rel);
+    return false;
+  }
+  ahead_msg m{};
+  m.size = size;
+  m.channel = claim_channel();
+  if (m.channel == geo_.nchannels) {
+    unaccepted_.fetch_sub(1, std::memory_order_acq_rel);
+    return false;
+  }
+  m.piece = uint32_t(piece_for(size, geo_.chunk_size, outgoing_.empty()));
+  bool store_timed = false;
+  const store_mode store = choose_stores(p, size, store_timed);
+  m.timed = timed != nullptr || store_timed;
+  m.stores = uint8_t(store);
+  m.msg_len = uint16_t(hdr_len + len);
+  memcpy(m.msg, hdr, hdr_len);
+  if (len) memcpy(m.msg + hdr_len, payload, len);
+  auto* ch = channel_of(own_channels_, m.channel);
+  if (m.timed) ch->copy_ticks.store(0, std::memory_order_relaxed);
+  if (!enqueue(rank, kind_ahead, &m, sizeof(m), nullptr, 0)) {
+    ch->busy.store(0, std::memory_order_release);
+    unaccepted_.fetch_sub(1, std::memory_order_acq_rel);
+    return false;
+  }
+  if (timed) timed->start(put_mode::pipeline, size);
+  if (store_timed) p.stores.start(store, size);
+  outgoing_put o{rank, m.channel, static_cast<const char*>(src), size, 0, ctx, false, {}};
+  o.timed = timed != nullptr;
+  o.store = store;
+  o.store_timed = store_timed;
+  o.piece = m.piece;
+  o.ahead = true;
+  outgoing_.add(o);
+  return true;
+}
+
+// The target refused our data ahead (its refusal message is here): the channel is ours again.
+void shm_device::cancel_ahead(int rank, void* ctx) {
+  outgoing_.remove_if([&](const outgoing_put& o) {
+    if (!o.ahead || o.rank != rank || o.ctx != ctx) return false;
+    channel_of(own_channels_, o.channel)->busy.store(0, std::memory_order_release);
+    if (!o.accepted) unaccepted_.fetch_sub(1, std::memory_order_acq_rel);
+    return true;
+  });
+}
+
+// The target's side of data sent ahead: its announcement, kept until the core decides.
+bool shm_device::accept_ahead(int rank, uint32_t id, void* dst, size_t size, size_t accept,
+                              const void* note, size_t note_len) {
+  peer& p = *peers_[size_t(rank)];
+  ahead_msg m;
+  {
+    util::lock_guard<util::spinlock> g(p.ahead_lock);
+    if (id >= p.ahead.size() || p.ahead[id].size == 0) return false;  // source died
+    m = p.ahead[id];
+    p.ahead[id].size = 0;
+  }
+  // Its two announcements disagree (a corrupt peer), or the note cannot be carried: refused.
+  if (m.size != size || note_len > max_note_size) {
+    channel_of(p.channels, id)->verdict.store(verdict_refused, std::memory_order_release);
+    return false;
+  }
+  auto* ch = channel_of(p.channels, id);
+  ch->verdict.store(verdict_accepted, std::memory_order_release);
+  incoming_put in{rank,
+                  ch,
+                  slots_of(p.channels, id),
+                  static_cast<char*>(dst),
+                  m.size,
+                  0,
+                  0,
+                  0,
+                  false,
+                  uint32_t(note_len),
+                  {}};
+  if (note_len) memcpy(in.note, note, note_len);
+  in.timed = m.timed != 0;
+  in.piece = m.piece;
+  in.keep = std::min<size_t>(accept, m.size);
+  in.store =
+      m.stores == uint8_t(store_mode::streaming) ? store_mode::streaming : store_mode::cached;
+  incoming_.add(in);
+  return true;
+}
+
+void shm_device::refuse_ahead(int rank, uint32_t id) {
+  peer& p = *peers_[size_t(rank)];
+  util::lock_guard<util::spinlock> g(p.ahead_lock);
+  if (id >= p.ahead.size() || p.ahead[id].size == 0) return;
+  p.ahead[id].size = 0;
+  channel_of(p.channels, id)->verdict.store(verdict_refused, std::memory_order_release);
+}
+
 // A user's put: by cross-memory attach when permitted and WEFT_SHM_RMA asks for it.
 put_mode shm_device::rma_mechanism() const {
   const settings& cfg = ctx_.config();
@@ -784,6 +896,25 @@ bool shm_device::handle_other_cell(sink& s, const cell_header* c, const char* da
           m.stores == uint8_t(store_mode::streaming) ? store_mode::streaming : store_mode::cached;
       incoming_.add(in);
       return true;
+    }
+    case kind_ahead: {
+      ahead_msg m;
+      if (c->len != sizeof(m)) break;
+      memcpy(&m, data, sizeof(m));
+      if (m.channel >= geo_.nchannels || m.size == 0 || m.piece == 0 || m.piece > geo_.chunk_size ||
+          m.msg_len > sizeof(m.msg))
+        break;
+      peer& p = *peers_[size_t(src)];
+      {
+        util::lock_guard<util::spinlock> g(p.ahead_lock);
+        if (p.ahead[m.channel].size != 0) break;  // the channel carries data ahead already
+        p.ahead[m.channel] = m;
+      }
+      if (s.on_ahead(src, m.channel, m.msg, m.msg_len)) return true;
+      // Not taken now: offered again later, as a message is (unless the core decided).
+      util::lock_guard<util::spinlock> g(p.ahead_lock);
+      p.ahead[m.channel].size = 0;
+      return false;
     }
     case kind_notify: {
       if (c->len == 0 || c->len > sizeof(notify_msg)) break;
@@ -986,7 +1117,12 @@ size_t shm_device::advance_work(sink& s) {
     auto* ch = channel_of(own_channels_, o.channel);
     char* slots = slots_of(own_channels_, o.channel);
     const uint32_t verdict = ch->verdict.load(std::memory_order_acquire);
+    if (o.ahead && !o.accepted && verdict != verdict_pending) {
+      o.accepted = true;  // decided: no longer holds a channel for a message not yet matched
+      unaccepted_.fetch_sub(1, std::memory_order_acq_rel);
+    }
     if (verdict == verdict_refused) {
+      if (o.ahead) return false;  // ended by the refusal message (cancel_ahead)
       ch->busy.store(0, std::memory_order_release);
       if (o.get_reply)
         ctx_.regions().release(me, o.held);
@@ -1046,9 +1182,10 @@ size_t shm_device::advance_work(sink& s) {
 #ifdef WEFT_TEST_HOOKS
         if (ctx_.config().test_delay_us) usleep(useconds_t(ctx_.config().test_delay_us));
 #endif
-        const size_t off = in.consumed * in.piece;
-        copy_in(in.store, in.dst + off, in.slots + (in.consumed % nslots) * slot,
-                std::min(in.piece, in.size - off));
+        const size_t off = in.consumed * in.piece, end = std::min(in.size, in.keep);
+        if (off < end)  // data ahead into a shorter buffer: the rest is dropped
+          copy_in(in.store, in.dst + off, in.slots + (in.consumed % nslots) * slot,
+                  std::min(in.piece, end - off));
         if (++in.consumed == total && in.timed)  // before the store that releases it
           in.channel->copy_ticks.store(in.ticks + (util::ticks() - t0), std::memory_order_relaxed);
         in.channel->consumed.store(in.consumed, std::memory_order_release);
@@ -1123,6 +1260,7 @@ void shm_device::forget_peer(int rank) {
   const int me = ctx_.boot().rank();
   outgoing_.remove_if([&](const outgoing_put& o) {
     if (o.rank != rank) return false;
+    if (o.ahead && !o.accepted) unaccepted_.fetch_sub(1, std::memory_order_acq_rel);
     if (o.finished) return true;  // channel and region given back already
     channel_of(own_channels_, o.channel)->busy.store(0, std::memory_order_release);
     if (o.get_reply) ctx_.regions().release(me, o.held);
@@ -1142,6 +1280,11 @@ void shm_device::forget_peer(int rank) {
       [rank](const local_event& e) { return e.rank == rank && e.kind == local_event::notify; });
   events_.remove_if(
       [rank](const local_event& e) { return e.rank == rank && e.kind == local_event::put_ack; });
+  {
+    peer& p = *peers_[size_t(rank)];
+    util::lock_guard<util::spinlock> g(p.ahead_lock);
+    for (auto& m : p.ahead) m.size = 0;
+  }
   util::lock_guard<util::spinlock> g(gets_lock_);
   std::erase_if(gets_, [rank](const pending_get& p) { return p.rank == rank; });
   puts_.erase_if([rank](const put_ring::entry& p) { return p.rank == rank; });

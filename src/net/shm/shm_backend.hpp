@@ -34,6 +34,7 @@ struct settings {
   size_t test_delay_us;  // WEFT_TEST_PIPELINE_DELAY (test builds)
   bool stores_auto;      // WEFT_SHM_STORES=auto: each peer's store_chooser decides
   store_mode stores;     // otherwise every pipelined transfer's target stores so
+  bool ahead;            // WEFT_SHM_AHEAD: rendezvous data may go before its clear-to-send
 };
 
 class shm_context;
@@ -55,6 +56,12 @@ class shm_device final : public device {
                const void* note, size_t note_len, void* ctx) override;
   bool try_get(int rank, void* dst, size_t size, uint64_t remote_addr, rkey_t rkey,
                const void* note, size_t note_len, void* ctx) override;
+  bool try_send_ahead(int rank, const void* hdr, size_t hdr_len, const void* payload, size_t len,
+                      const void* src, size_t size, void* ctx) override;
+  bool accept_ahead(int rank, uint32_t id, void* dst, size_t size, size_t accept, const void* note,
+                    size_t note_len) override;
+  void refuse_ahead(int rank, uint32_t id) override;
+  void cancel_ahead(int rank, void* ctx) override;
   const char* check_remote(int rank, uint64_t remote_addr, size_t size, rkey_t rkey) override;
   size_t poll(sink& s, size_t max) override;
   bool peer_alive(int rank) override;
@@ -110,6 +117,9 @@ class shm_device final : public device {
     chooser choose;        // how rendezvous data to this peer moves (WEFT_SHM_PUT=auto)
     store_chooser stores;  // how it stores our pipelined transfers (WEFT_SHM_STORES=auto)
     bell_address bell_at;  // its device's doorbell socket
+    // Its data ahead announced to us and not yet accepted or refused, by its channel.
+    util::spinlock ahead_lock;
+    std::vector<ahead_msg> ahead;  // size 0: none on that channel
   };
   struct outgoing_put {
     int rank;
@@ -128,6 +138,8 @@ class shm_device final : public device {
     store_mode store = store_mode::cached;  // how the target stores it
     bool store_timed = false;               // its time goes to the peer's store_chooser
     size_t piece = 0;                       // bytes per slot (put_start_msg::piece)
+    bool ahead = false;                     // sent ahead of its ready-to-send (try_send_ahead)
+    bool accepted = false;  // ahead: the target's verdict seen (it left unaccepted_)
   };
   struct incoming_put {
     int rank;
@@ -146,6 +158,7 @@ class shm_device final : public device {
     uint64_t ticks = 0;
     store_mode store = store_mode::cached;  // how the copy writes into dst (the source's word)
     size_t piece = 0;                       // bytes per slot, as the source cut the transfer
+    size_t keep = SIZE_MAX;  // data ahead into a shorter buffer: bytes past it dropped
   };
   struct local_event {
     enum { put_done, get_done, notify, put_ack } kind;
@@ -256,6 +269,9 @@ class shm_device final : public device {
   std::vector<pending_get> gets_;
   put_ring puts_;  // our inline puts, awaiting their acknowledgments
   std::atomic<uint64_t> bytes_pipelined_{0}, bytes_cross_memory_{0}, bytes_streamed_{0};
+  // Data of ours sent ahead that the target has neither accepted nor refused: at most
+  // nchannels - 1 transfers, so that messages nobody receives yet never hold every channel.
+  std::atomic<uint32_t> unaccepted_{0};
   bell_socket bell_sock_;  // the doorbell as a descriptor (mixed); none for a lone rank
 };
 
