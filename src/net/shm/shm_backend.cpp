@@ -622,15 +622,9 @@ bool shm_device::try_send_ahead(int rank, const void* hdr, size_t hdr_len, const
   m.msg_len = uint16_t(hdr_len + len);
   memcpy(m.msg, hdr, hdr_len);
   if (len) memcpy(m.msg + hdr_len, payload, len);
-  auto* ch = channel_of(own_channels_, m.channel);
-  if (m.timed) ch->copy_ticks.store(0, std::memory_order_relaxed);
-  if (!enqueue(rank, kind_ahead, &m, sizeof(m), nullptr, 0)) {
-    ch->busy.store(0, std::memory_order_release);
-    unaccepted_.fetch_sub(1, std::memory_order_acq_rel);
-    return false;
-  }
-  if (timed) timed->start(put_mode::pipeline, size);
-  if (store_timed) p.stores.start(store, size);
+  if (m.timed) channel_of(own_channels_, m.channel)->copy_ticks.store(0, std::memory_order_relaxed);
+  // In the list before the announcement goes: the target's refusal, and the cancel_ahead
+  // it brings, may come back on another thread before this one returns.
   outgoing_put o{rank, m.channel, static_cast<const char*>(src), size, 0, ctx, false, {}};
   o.timed = timed != nullptr;
   o.store = store;
@@ -638,6 +632,12 @@ bool shm_device::try_send_ahead(int rank, const void* hdr, size_t hdr_len, const
   o.piece = m.piece;
   o.ahead = true;
   outgoing_.add(o);
+  if (!enqueue(rank, kind_ahead, &m, sizeof(m), nullptr, 0)) {
+    cancel_ahead(rank, ctx);  // the peer's queue is full: nothing went
+    return false;
+  }
+  if (timed) timed->start(put_mode::pipeline, size);
+  if (store_timed) p.stores.start(store, size);
   return true;
 }
 
