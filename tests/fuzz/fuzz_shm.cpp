@@ -15,6 +15,7 @@
 #include <weft/weft.hpp>
 
 #include "core/device.hpp"
+#include "fuzz_rendezvous.hpp"
 #include "net/shm/layout.hpp"
 #include "net/shm/shm_backend.hpp"
 #include "util/generation.hpp"
@@ -64,27 +65,11 @@ void start() {
   if (!shm) abort();  // WEFT_BACKEND=shm is set below
 }
 
-// The buffers of active messages whose data sent ahead is awaited.
-std::set<void*> awaited() {
-  std::set<void*> out;
-  for (uint32_t i = 0; i < dev->slab.capacity(); ++i) {
-    weft::impl::request& r = dev->slab.at(i);
-    if (r.kind() == weft::impl::req_kind::rdv_recv && r.is_am) out.insert(r.buf);
-  }
-  return out;
-}
-
 // The active messages whose data was sent ahead and taken (their buffers allocated) are
 // still waiting for it: complete them as if it had come, and free their buffers.
 void complete_ahead() {
   weft::net::shm::fuzz_access::drop_incoming(*shm);
-  for (uint32_t i = 0; i < dev->slab.capacity(); ++i) {
-    weft::impl::request& r = dev->slab.at(i);
-    if (r.kind() != weft::impl::req_kind::rdv_recv) continue;
-    weft::impl::rendezvous_note n{
-        uint8_t(weft::impl::note_type::rendezvous), {}, dev->slab.handle(&r)};
-    (void)dev->on_remote_notify(r.rank, &n, sizeof(n));
-  }
+  fuzz::complete_awaited(dev);
   for (;;) {
     weft::status_t s = weft::cq_pop(cq);
     if (s.error.is_retry()) break;
@@ -136,13 +121,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         (verdict = fuzz_access::verdict(*shm, m)))
       verdict->store(verdict_pending);
   }
-  const std::set<void*> before = awaited();
+  const std::set<void*> before = fuzz::awaited(dev);
   (void)fuzz_access::cell(*shm, *dev, kind, body.data(), uint32_t(body.size()));
   if (verdict && verdict->load() != verdict_refused) abort();
   // An active message whose data went ahead may complete now, or by this very cell (a
   // forged notification naming it): its buffer is the receiver's to free; a put's
   // notification carries an address in a region, not to be freed.
-  std::set<void*> am = awaited();
+  std::set<void*> am = fuzz::awaited(dev);
   am.insert(before.begin(), before.end());
   for (int i = 0; i < 4; ++i) weft::progress();
   for (;;) {

@@ -17,6 +17,7 @@
 
 #include "core/device.hpp"
 #include "core/wire.hpp"
+#include "fuzz_rendezvous.hpp"
 #include "util/generation.hpp"
 
 namespace {
@@ -30,17 +31,6 @@ void start() {
   cq = weft::alloc_cq();
   (void)weft::register_rcomp(cq);  // remote completion 0: active messages can land
   dev = weft::util::live(weft::get_default_device().p, "fuzz", "device");
-}
-
-// The buffers of active messages whose rendezvous data is awaited: a notification input may
-// complete one (its status then carries the buffer, the receiver's to free).
-std::set<void*> awaited() {
-  std::set<void*> out;
-  for (uint32_t i = 0; i < dev->slab.capacity(); ++i) {
-    weft::impl::request& r = dev->slab.at(i);
-    if (r.kind() == weft::impl::req_kind::rdv_recv && r.is_am) out.insert(r.buf);
-  }
-  return out;
 }
 
 // Active messages' buffers are the receiver's to free; a notification's buf is an address
@@ -59,13 +49,7 @@ void drain(bool messages, const std::set<void*>& am = {}) {
 // still waiting for their data (which no peer will send); complete them as if it had come,
 // so that their queue and the runtime can be freed.
 void complete_rendezvous() {
-  for (uint32_t i = 0; i < dev->slab.capacity(); ++i) {
-    weft::impl::request& r = dev->slab.at(i);
-    if (r.kind() != weft::impl::req_kind::rdv_recv) continue;
-    weft::impl::rendezvous_note n{
-        uint8_t(weft::impl::note_type::rendezvous), {}, dev->slab.handle(&r)};
-    (void)dev->on_remote_notify(r.rank, &n, sizeof(n));
-  }
+  fuzz::complete_awaited(dev);
   drain(true);
 }
 
@@ -98,7 +82,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   }
   if (data[0] & 1) {
-    const std::set<void*> am = awaited();
+    const std::set<void*> am = fuzz::awaited(dev);
     (void)dev->on_remote_notify(0, in.data(), in.size());
     drain(false, am);
   } else {
