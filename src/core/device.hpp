@@ -206,6 +206,7 @@ class device_impl final : public net::sink {
   // The data sent ahead of a ready-to-send (backend id `id`) goes into `r`'s buffer; r
   // is published rdv_recv already.
   void take_ahead(request* r, uint32_t id);
+  void send_refusal(int rank, uint64_t sreq, errorcode_t code);
   void arrive_cts(int rank, const cts_body& b);
   void arrive_nack(int rank, const nack_body& b);
   void accept_rendezvous(const recv_side& recv, request* u);

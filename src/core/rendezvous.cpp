@@ -47,6 +47,15 @@ status_t device_impl::post_rendezvous(const comm_args& a, const wire_header& h) 
   return immediate(a, errorcode_t::posted);
 }
 
+// Tells `rank` that its rendezvous send `sreq` fails with `code` (the refusal message).
+void device_impl::send_refusal(int rank, uint64_t sreq, errorcode_t code) {
+  wire_header n{};
+  n.version = wire_version;
+  n.type = uint8_t(msg_type::nack);
+  nack_body nb{sreq, uint32_t(code), 0};
+  send_control(rank, n, &nb, sizeof(nb));
+}
+
 // A ready-to-send whose data the backend moves already (sent ahead, over shared memory).
 bool device_impl::on_ahead(int rank, uint32_t id, const void* data, size_t len) {
   wire_header h;
@@ -82,11 +91,7 @@ void device_impl::take_ahead(request* r, uint32_t id) {
   // both ends fail, the sender through the refusal message.
   wire_error(r->rank, "data sent ahead of " + std::to_string(r->msg_size) +
                           " bytes that its backend announced otherwise: refused");
-  wire_header n{};
-  n.version = wire_version;
-  n.type = uint8_t(msg_type::nack);
-  nack_body nb{r->peer_req, uint32_t(errorcode_t::error), 0};
-  send_control(r->rank, n, &nb, sizeof(nb));
+  send_refusal(r->rank, r->peer_req, errorcode_t::error);
   finish_request(r, errorcode_t::error);
 }
 
@@ -95,11 +100,7 @@ bool device_impl::arrive_rts(int rank, const wire_header& h, const rts_body& b, 
     // The data ahead first: the refusal message, which stops it at the source, after.
     if (id != no_ahead) net->refuse_ahead(rank, id);
     wire_error(rank, why);
-    wire_header n{};
-    n.version = wire_version;
-    n.type = uint8_t(msg_type::nack);
-    nack_body nb{b.sreq, uint32_t(code), 0};
-    send_control(rank, n, &nb, sizeof(nb));
+    send_refusal(rank, b.sreq, code);
   };
   if (b.size > max_msg_size) {
     refuse(errorcode_t::error,

@@ -40,7 +40,7 @@ struct fuzz_access {
   // when `m` is a well-formed announcement on it (else the decoder drops the cell unread).
   static std::atomic<uint32_t>* verdict(shm_device& d, const put_start_msg& m) {
     const uint32_t ch = m.channel;
-    if (ch >= d.geo_.nchannels || m.piece == 0 || m.piece > d.geo_.chunk_size) return nullptr;
+    if (ch >= d.geo_.nchannels || !d.piece_ok(m.piece)) return nullptr;
     return &d.channel_of(d.peers_[0]->channels, ch)->verdict;
   }
 };

@@ -12,6 +12,7 @@
 //   refused     10 active messages whose allocator fails: each send ends with
 //               error_nomem, and each went ahead (a refused one gives its channel back).
 // With WEFT_SHM_AHEAD=0 the same, every message the classic way (none ahead).
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -129,12 +130,7 @@ void am(int me, weft::comp_t cq, weft::rcomp_t rcomp) {
     CHECK(st.error.is_done());
     weft::free_comp(&sync);
   } else {
-    weft::status_t r;
-    deadline d;
-    while ((r = weft::cq_pop(cq)).error.is_retry()) {
-      weft::progress();
-      d.check("the active message sent ahead");
-    }
+    weft::status_t r = wait_cq(cq);
     CHECK(r.error.is_done());
     CHECK_EQ(r.size, kSize);
     CHECK_EQ(r.tag, weft::tag_t(3));
@@ -251,4 +247,42 @@ int scenario_ahead_to_dead() {
   }
   weft::free_comp(&sync);
   finish_and_exit("ahead_to_dead");  // the dead rank cannot join a barrier or finalize
+}
+
+// pieces: a pipelined transfer alone in flight goes in quarters (run with
+// WEFT_SHM_PUT=pipeline and WEFT_TEST_PIPELINE_DELAY=20000, 2 ranks). The target waits the
+// delay before copying each piece, so one 64 KiB message alone takes at least four delays
+// (one, in a single slot); rank 1 checks the time and every byte.
+int scenario_pieces() {
+  using namespace mp;
+  const int me = weft::get_rank_me();
+  if (weft::get_rank_n() != 2) die("pieces needs 2 ranks");
+  const char* delay_env = getenv("WEFT_TEST_PIPELINE_DELAY");
+  const double delay = delay_env ? atof(delay_env) * 1e-6 : 0;
+  if (delay <= 0) die("pieces needs WEFT_TEST_PIPELINE_DELAY");
+  constexpr size_t size = 64 << 10;
+  std::vector<char> buf(size, 0);
+  weft::comp_t sync = weft::alloc_sync();
+  if (me == 1) CHECK(weft::post_recv(0, buf.data(), size, 60, sync).error.is_posted());
+  weft::barrier();
+  const auto t0 = std::chrono::steady_clock::now();
+  if (me == 0) {
+    fill(buf.data(), size, 13);
+    weft::status_t s = post_until([&] { return weft::post_send(1, buf.data(), size, 60, sync); });
+    CHECK(s.error.is_posted());
+  }
+  weft::status_t st;
+  wait_sync(sync, &st);
+  CHECK(st.error.is_done());
+  CHECK_EQ(st.size, size);
+  if (me == 1) {
+    const double took =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    printf("rank 1: pieces: 64 KiB alone in %.1f ms (%.1f ms a piece)\n", took * 1e3, delay * 1e3);
+    CHECK(took >= 4 * delay);  // four pieces, each after the delay
+    CHECK_EQ(verify(buf.data(), size, 13), SIZE_MAX);
+  }
+  weft::barrier();
+  weft::free_comp(&sync);
+  return finish("pieces");
 }

@@ -36,3 +36,4 @@ int scenario_blocking();
 int scenario_cont();
 int scenario_ahead();
 int scenario_ahead_to_dead();
+int scenario_pieces();

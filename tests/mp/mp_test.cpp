@@ -782,6 +782,7 @@ int main(int argc, char** argv) {
       {"mechanism", scenario_mechanism},
       {"ahead", scenario_ahead},
       {"ahead_to_dead", scenario_ahead_to_dead},
+      {"pieces", scenario_pieces},
       {"peers_progress", scenario_peers_progress},
       {"rma_burst", scenario_rma_burst},
       {"blocking", scenario_blocking},

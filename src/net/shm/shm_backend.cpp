@@ -660,12 +660,7 @@ bool shm_device::accept_ahead(int rank, uint32_t id, void* dst, size_t size, siz
                               const void* note, size_t note_len) {
   peer& p = *peers_[size_t(rank)];
   ahead_msg m;
-  {
-    util::lock_guard<util::spinlock> g(p.ahead_lock);
-    if (id >= p.ahead.size() || p.ahead[id].size == 0) return false;  // source died
-    m = p.ahead[id];
-    p.ahead[id].size = 0;
-  }
+  if (!take_announcement(p, id, &m)) return false;  // its source died
   // Its two announcements disagree (a corrupt peer), or the note cannot be carried: refused.
   if (m.size != size || note_len > max_note_size) {
     channel_of(p.channels, id)->verdict.store(verdict_refused, std::memory_order_release);
@@ -696,10 +691,16 @@ bool shm_device::accept_ahead(int rank, uint32_t id, void* dst, size_t size, siz
 
 void shm_device::refuse_ahead(int rank, uint32_t id) {
   peer& p = *peers_[size_t(rank)];
+  if (take_announcement(p, id, nullptr))
+    channel_of(p.channels, id)->verdict.store(verdict_refused, std::memory_order_release);
+}
+
+bool shm_device::take_announcement(peer& p, uint32_t id, ahead_msg* out) {
   util::lock_guard<util::spinlock> g(p.ahead_lock);
-  if (id >= p.ahead.size() || p.ahead[id].size == 0) return;
+  if (id >= p.ahead.size() || p.ahead[id].size == 0) return false;
+  if (out) *out = p.ahead[id];
   p.ahead[id].size = 0;
-  channel_of(p.channels, id)->verdict.store(verdict_refused, std::memory_order_release);
+  return true;
 }
 
 // A user's put: by cross-memory attach when permitted and WEFT_SHM_RMA asks for it.
@@ -854,9 +855,7 @@ bool shm_device::handle_other_cell(sink& s, const cell_header* c, const char* da
       put_start_msg m;
       if (c->len != sizeof(m)) break;
       memcpy(&m, data, sizeof(m));
-      if (m.channel >= geo_.nchannels || m.note_len > sizeof(m.note) || m.piece == 0 ||
-          m.piece > geo_.chunk_size)
-        break;
+      if (m.channel >= geo_.nchannels || m.note_len > sizeof(m.note) || !piece_ok(m.piece)) break;
       char* channels = peers_[size_t(src)]->channels;
       auto* ch = channel_of(channels, m.channel);
       char* dst = reinterpret_cast<char*>(m.remote_addr);
@@ -905,7 +904,7 @@ bool shm_device::handle_other_cell(sink& s, const cell_header* c, const char* da
       ahead_msg m;
       if (c->len != sizeof(m)) break;
       memcpy(&m, data, sizeof(m));
-      if (m.channel >= geo_.nchannels || m.size == 0 || m.piece == 0 || m.piece > geo_.chunk_size ||
+      if (m.channel >= geo_.nchannels || m.size == 0 || !piece_ok(m.piece) ||
           m.msg_len > sizeof(m.msg))
         break;
       peer& p = *peers_[size_t(src)];
@@ -1182,12 +1181,13 @@ size_t shm_device::advance_work(sink& s) {
     const uint64_t w = in.channel->written.load(std::memory_order_acquire);
     if (in.consumed < w) {  // timed only when it copies, as above
       const uint64_t t0 = in.timed ? util::ticks() : 0;
+      const size_t end = std::min(in.size, in.keep);  // data ahead: past a shorter buffer
       do {
 #ifdef WEFT_TEST_HOOKS
         if (ctx_.config().test_delay_us) usleep(useconds_t(ctx_.config().test_delay_us));
 #endif
-        const size_t off = in.consumed * in.piece, end = std::min(in.size, in.keep);
-        if (off < end)  // data ahead into a shorter buffer: the rest is dropped
+        const size_t off = in.consumed * in.piece;
+        if (off < end)  // what lies past `end` is dropped
           copy_in(in.store, in.dst + off, in.slots + (in.consumed % nslots) * slot,
                   std::min(in.piece, end - off));
         if (++in.consumed == total && in.timed)  // before the store that releases it

@@ -242,6 +242,13 @@ class shm_device final : public device {
   // Channel c of the channel area at `channels` (own_channels_ or a peer's).
   channel_header* channel_of(char* channels, uint32_t c) const;
   char* slots_of(char* channels, uint32_t c) const;
+  // Whether a peer's announcement names a piece this device's slots can hold.
+  bool piece_ok(uint32_t piece) const {
+    return piece != 0 && piece <= geo_.chunk_size;
+  }
+  // Takes the announcement of data ahead on channel `id` of `p` into *out (nullptr: drops
+  // it); false when there is none (refused or forgotten already).
+  static bool take_announcement(peer& p, uint32_t id, ahead_msg* out);
   static size_t npieces(size_t size, size_t piece) {
     return (size + piece - 1) / piece;
   }
