@@ -203,9 +203,10 @@ class device_impl final : public net::sink {
   bool arrive_send(int rank, const wire_header& h, const char* data, size_t size);
   // The rendezvous protocol (core/rendezvous.cpp).
   bool arrive_rts(int rank, const wire_header& h, const rts_body& b, uint32_t id = no_ahead);
-  // The data sent ahead of a ready-to-send (backend id `id`) goes into `r`'s buffer; r
-  // is published rdv_recv already.
+  // Publishes `r` (its fields set) as the receive of the data sent ahead of a
+  // ready-to-send (backend id `id`), which then goes into its buffer.
   void take_ahead(request* r, uint32_t id);
+  bool publish_receive(request* r, int rank);
   void send_refusal(int rank, uint64_t sreq, errorcode_t code);
   void arrive_cts(int rank, const cts_body& b);
   void arrive_nack(int rank, const nack_body& b);
@@ -216,6 +217,7 @@ class device_impl final : public net::sink {
   void check_peers();
   errorcode_t failure_with(int rank);
   void fail_peer(int rank);
+  void fail_request(request* q, int rank);
 
   std::unique_ptr<std::atomic<bool>[]> dead_;
   std::atomic<int64_t> next_peer_check_ns_{0};

@@ -437,8 +437,8 @@ void device_impl::finish_request(request* q, errorcode_t code) {
   // An active message that failed half-way (its sender died, or refused it) reaches its
   // queue as an error with no buffer: what had arrived is freed here, since a program that
   // frees the buffers of the messages it takes would not expect one with an error.
-  if (q->is_am && q->kind() == req_kind::rdv_recv && st.error.is_error()) {
-    std::free(st.buf);
+  if (q->am_receive() && st.error.is_error()) {
+    q->am_target->deallocate(st.buf);
     st.buf = nullptr;
   }
   comp_impl* c = q->comp;
@@ -479,29 +479,22 @@ void device_impl::check_peers() {
 
 // Every operation waiting on `rank` ends with error_peer_dead.
 void device_impl::fail_peer(int rank) {
-  dead_[size_t(rank)].store(true, std::memory_order_relaxed);
+  // Sequentially consistent, as publish_receive's: a receive from `rank` published after
+  // the scan below passed it sees the peer dead.
+  dead_[size_t(rank)].store(true, std::memory_order_seq_cst);
   counters.add(counter_t::peers_dead);
   WEFT_LOG(warn, "rank %d is gone (%s); failing the operations that wait on it", rank,
            net->why_gone(rank).c_str());
   net->forget_peer(rank);
-  auto fail = [&](request* q) {
-    if (q->is_am && q->kind() == req_kind::rdv_recv) {
-      // An active message that never arrived: nobody waits for it, drop its buffer.
-      if (q->counted) q->comp->pending.fetch_sub(1, std::memory_order_relaxed);
-      q->am_target->deallocate(q->buf);
-      q->dev->slab.free(q);
-      return;
-    }
-    q->rank = rank;
-    finish_request(q, errorcode_t::error_peer_dead);
-  };
   for (uint32_t i = 0; i < slab.capacity() && slab.in_use(); ++i) {
     request& q = slab.at(i);
-    const req_kind k = q.kind();
-    if ((k == req_kind::rdv_send || k == req_kind::rdv_recv ||
-         (k == req_kind::rma && !net->settles_accesses(rank))) &&
-        q.rank == rank)
-      fail(&q);
+    const req_kind k = q.kind_.load(std::memory_order_seq_cst);
+    if (k == req_kind::rdv_recv && q.rank == rank) {
+      if (q.claim(k)) fail_request(&q, rank);
+    } else if ((k == req_kind::rdv_send || (k == req_kind::rma && !net->settles_accesses(rank))) &&
+               q.rank == rank) {
+      fail_request(&q, rank);
+    }
   }
   for (uint32_t id = 0; id < rt.engine_count(); ++id) {
     matching_engine_impl* e = rt.engine(id);
@@ -513,8 +506,22 @@ void device_impl::fail_peer(int rank) {
     auto mine = [](const match_entry* m, const void* dev) {
       return static_cast<const request*>(m)->dev == dev;
     };
-    for (match_entry* m : e->remove_recvs_from(rank, mine, this)) fail(static_cast<request*>(m));
+    for (match_entry* m : e->remove_recvs_from(rank, mine, this))
+      fail_request(static_cast<request*>(m), rank);
   }
+}
+
+// One operation that waited on dead `rank` ends with error_peer_dead (a receive claimed
+// first); an active message whose data never came is dropped: nobody waits for it.
+void device_impl::fail_request(request* q, int rank) {
+  if (q->am_receive()) {
+    if (q->counted) q->comp->pending.fetch_sub(1, std::memory_order_relaxed);
+    q->am_target->deallocate(q->buf);
+    q->dev->slab.free(q);
+    return;
+  }
+  q->rank = rank;
+  finish_request(q, errorcode_t::error_peer_dead);
 }
 
 }  // namespace weft::impl

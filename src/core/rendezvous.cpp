@@ -74,25 +74,43 @@ bool device_impl::on_ahead(int rank, uint32_t id, const void* data, size_t len) 
 }
 
 void device_impl::take_ahead(request* r, uint32_t id) {
+  const int rank = r->rank;
+  const uint64_t sreq = r->peer_req;
+  void* buf = r->buf;
+  const size_t size = r->msg_size, keep = r->size;
   rendezvous_note note{uint8_t(note_type::rendezvous), {}, slab.handle(r)};
-  WEFT_TSAN_RELEASE(r->buf);
-  if (net->accept_ahead(r->rank, id, r->buf, r->msg_size, r->size, &note, sizeof(note))) {
+  if (!publish_receive(r, rank)) return;  // before the data can complete it
+  WEFT_TSAN_RELEASE(buf);
+  if (net->accept_ahead(rank, id, buf, size, keep, &note, sizeof(note))) {
     counters.add(counter_t::received_ahead);
     return;
   }
   // The source died meanwhile: the receive fails with it (fail_peer), as one whose
   // clear-to-send went to a dead peer does.
-  if (peer_dead(r->rank) || !net->peer_alive(r->rank)) {
+  if (peer_dead(rank) || !net->peer_alive(rank)) {
     WEFT_LOG(warn, "rank %d: data sent ahead by rank %d is gone before its receive took it",
-             rt.rank(), r->rank);
+             rt.rank(), rank);
     return;
   }
   // Alive, and its data ahead disagrees with its ready-to-send (the backend refused it):
   // both ends fail, the sender through the refusal message.
-  wire_error(r->rank, "data sent ahead of " + std::to_string(r->msg_size) +
-                          " bytes that its backend announced otherwise: refused");
-  send_refusal(r->rank, r->peer_req, errorcode_t::error);
-  finish_request(r, errorcode_t::error);
+  wire_error(rank, "data sent ahead of " + std::to_string(size) +
+                       " bytes that its backend announced otherwise: refused");
+  send_refusal(rank, sreq, errorcode_t::error);
+  if (r->claim(req_kind::rdv_recv)) finish_request(r, errorcode_t::error);
+}
+
+// Publishes `r` as a receive from `rank`; false when that peer is dead, and then r fails
+// here, at once, since its data can never come. A peer found dead meanwhile may have had
+// its operations failed before r was published (a receive that matched its unexpected
+// ready-to-send, or one arriving as it died). Both stores and both loads here and in
+// fail_peer are sequentially consistent: either its scan finds r, or this sees the peer
+// dead (or both, and the claim lets one of them finish r).
+bool device_impl::publish_receive(request* r, int rank) {
+  r->kind_.store(req_kind::rdv_recv, std::memory_order_seq_cst);
+  if (!dead_[size_t(rank)].load(std::memory_order_seq_cst)) return true;
+  if (r->claim(req_kind::rdv_recv)) fail_request(r, rank);
+  return false;
 }
 
 bool device_impl::arrive_rts(int rank, const wire_header& h, const rts_body& b, uint32_t id) {
@@ -141,7 +159,6 @@ bool device_impl::arrive_rts(int rank, const wire_header& h, const rts_body& b, 
     r->peer_req = b.sreq;
     r->ahead = id;
     if (id != no_ahead) {
-      r->publish(req_kind::rdv_recv);  // before the data can complete it
       take_ahead(r, id);
       return true;
     }
@@ -149,7 +166,8 @@ bool device_impl::arrive_rts(int rank, const wire_header& h, const rts_body& b, 
     c.version = wire_version;
     c.type = uint8_t(msg_type::cts);
     cts_body cb{b.sreq, slab.handle(r), reinterpret_cast<uint64_t>(buf), b.size};
-    r->publish(req_kind::rdv_recv);  // last touch before the clear-to-send goes out
+    // Last touch before the clear-to-send goes out.
+    if (!publish_receive(r, rank)) return true;
     WEFT_TSAN_RELEASE(buf);
     send_control(rank, c, &cb, sizeof(cb));
     counters.add(counter_t::handshakes);
@@ -192,7 +210,6 @@ void device_impl::accept_rendezvous(const recv_side& recv, request* u) {
   if (u->counted) comp->pending.fetch_add(1, std::memory_order_relaxed);
   if (counted) comp->pending.fetch_sub(1, std::memory_order_relaxed);
   if (u->ahead != no_ahead) {  // its data is on its way: into this buffer
-    u->publish(req_kind::rdv_recv);
     u->dev->take_ahead(u, u->ahead);
     return;
   }
@@ -202,7 +219,8 @@ void device_impl::accept_rendezvous(const recv_side& recv, request* u) {
   cts_body b{u->peer_req, u->dev->slab.handle(u), reinterpret_cast<uint64_t>(u->buf), u->size};
   device_impl* via = u->dev;
   const int peer = u->rank;
-  u->publish(req_kind::rdv_recv);  // last touch: after the clear-to-send, u may complete
+  // Last touch: after the clear-to-send, u may complete. A dead sender fails it now.
+  if (!via->publish_receive(u, peer)) return;
   WEFT_TSAN_RELEASE(reinterpret_cast<void*>(b.raddr));
   via->send_control(peer, h, &b, sizeof(b));
   via->counters.add(counter_t::handshakes);
@@ -266,6 +284,7 @@ void device_impl::rendezvous_arrived(int rank, const rendezvous_note& n) {
     wire_error(rank, "data for unknown receive request " + std::to_string(n.rreq));
     return;
   }
+  if (!r->claim(req_kind::rdv_recv)) return;  // failed meanwhile: its sender died
   counters.add_two(counter_t::received_rendezvous, counter_t::bytes_received, r->size);
   finish_request(r, r->msg_size > r->size ? errorcode_t::error_truncated : errorcode_t::done);
 }

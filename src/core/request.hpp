@@ -28,6 +28,7 @@ enum class req_kind : uint8_t {
   rdv_send,          // waiting for clear-to-send, then for the put to finish
   rdv_recv,          // waiting for the sender's put
   rma,               // a put or get of ours, waiting for the backend
+  finishing,         // claimed by the one thread that finishes it (request::claim)
 };
 
 inline constexpr uint32_t no_ahead = UINT32_MAX;
@@ -38,6 +39,17 @@ struct request : match_entry {
   // request by its kind (lookup) sees the fields.
   void publish(req_kind k) { kind_.store(k, std::memory_order_release); }
   req_kind kind() const { return kind_.load(std::memory_order_acquire); }
+  // For a request two threads may each decide to finish (a receive whose peer dies while a
+  // match hands it its ready-to-send): true for the one that takes it from `from`.
+  bool claim(req_kind from) {
+    return kind_.compare_exchange_strong(from, req_kind::finishing, std::memory_order_acq_rel);
+  }
+  // An active message's receive (its buffer Weft's to free when it fails), claimed or not:
+  // the only claimed requests are receives.
+  bool am_receive() const {
+    const req_kind k = kind();
+    return is_am && (k == req_kind::rdv_recv || k == req_kind::finishing);
+  }
   std::atomic<req_kind> kind_{req_kind::free_};
   bool is_am = false;
   bool counted = false;  // the completion object counts it as pending

@@ -265,7 +265,16 @@ int scenario_pieces() {
   weft::comp_t sync = weft::alloc_sync();
   if (me == 1) CHECK(weft::post_recv(0, buf.data(), size, 60, sync).error.is_posted());
   weft::barrier();
+  // Rank 0 sends once rank 1's clock runs: a rank still in the barrier when the message
+  // came would take it whole inside the barrier, before its clock started.
   const auto t0 = std::chrono::steady_clock::now();
+  char go = 1;
+  weft::comp_t g = weft::alloc_sync();
+  weft::status_t gs = post_until([&] {
+    return me == 1 ? weft::post_send(0, &go, 1, 61, g) : weft::post_recv(1, &go, 1, 61, g);
+  });
+  if (!gs.error.is_done()) wait_sync(g, nullptr);
+  weft::free_comp(&g);
   if (me == 0) {
     fill(buf.data(), size, 13);
     weft::status_t s = post_until([&] { return weft::post_send(1, buf.data(), size, 60, sync); });

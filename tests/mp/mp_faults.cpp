@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -300,6 +301,125 @@ int scenario_rma_to_dead() {
     CHECK(contains(e, "rank = 1") && !contains(e, "No such process"));
   }
   finish_and_exit("rma_to_dead");
+}
+
+// Rank 1 sends four rendezvous messages and an eager one that rank 0 has not received yet,
+// and is killed. Once rank 0 knows it dead, each receive that matches one of its
+// rendezvous (by rank and tag, and a receive from any rank) ends with error_peer_dead naming
+// it, at once: its data can never come. The eager message, whole before the death, arrives.
+// MP_TEST_EXPECT_AHEAD: how many of the four went ahead of their clear-to-send (rank 1
+// tells rank 0 in the eager message).
+int scenario_rts_from_dead() {
+  const int me = weft::get_rank_me();
+  if (weft::get_rank_n() != 2) die("rts_from_dead needs 2 ranks");
+  constexpr size_t big = 100000;
+  using P = weft::matching_policy_t;
+  std::vector<char> buf(big, 1);
+  weft::comp_t sync = weft::alloc_sync_x().threshold(5)();
+  weft::barrier();
+  if (me == 1) {
+    const uint64_t a0 = weft::get_default_device().get_counter(weft::counter_t::sent_ahead);
+    for (int tag = 70; tag < 74; ++tag)
+      post_until([&] {
+        return weft::post_send_x(0, buf.data(), big, tag, sync)
+            .matching_policy(tag == 71 ? P::tag_only : P::rank_tag)();
+      });
+    uint64_t ahead = weft::get_default_device().get_counter(weft::counter_t::sent_ahead) - a0;
+    post_until([&] { return weft::post_send(0, &ahead, sizeof(ahead), 74, sync); });
+    weft::barrier();  // behind its messages: rank 0 has them
+    raise(SIGKILL);
+  }
+  weft::barrier();
+  char none[8];
+  weft::comp_t gone = weft::alloc_sync();
+  CHECK(weft::post_recv(1, none, sizeof(none), 79, gone).error.is_posted());  // never sent
+  weft::status_t g;
+  wait_sync(gone, &g);  // rank 0 knows rank 1 dead
+  CHECK_EQ(int(g.error.errorcode), int(weft::errorcode_t::error_peer_dead));
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int tag : {70, 71, 73}) {
+    weft::comp_t r = weft::alloc_sync();
+    weft::status_t s = weft::post_recv_x(tag == 71 ? 0 : 1, buf.data(), big, tag, r)
+                           .matching_policy(tag == 71 ? P::tag_only : P::rank_tag)();
+    if (s.error.is_posted()) wait_sync(r, &s);
+    printf("rank 0: receive of tag %d: %s (rank %d)\n", tag, s.error.get_str(), s.rank);
+    CHECK_EQ(int(s.error.errorcode), int(weft::errorcode_t::error_peer_dead));
+    CHECK_EQ(s.rank, 1);
+    CHECK_EQ(int(s.tag), tag);
+    weft::free_comp(&r);
+  }
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  CHECK(waited < 1.0);  // at once: nothing waits for a peer check
+  uint64_t ahead = UINT64_MAX;
+  weft::comp_t r = weft::alloc_sync();
+  weft::status_t s = weft::post_recv(1, &ahead, sizeof(ahead), 74, r);
+  if (s.error.is_posted()) wait_sync(r, &s);
+  CHECK(s.error.is_done());
+  const char* want = getenv("MP_TEST_EXPECT_AHEAD");
+  printf("rank 0: rank 1 sent %llu of 4 ahead\n", (unsigned long long)ahead);
+  CHECK_EQ(ahead, uint64_t(want ? atoi(want) : 0));
+  weft::free_comp(&r);
+  weft::free_comp(&gone);
+  finish_and_exit("rts_from_dead");  // the dead rank cannot join a barrier or finalize
+}
+
+// The same, racing: rank 1 sends 64 rendezvous messages to any receive of their tag, tells
+// rank 0 they are all out, and dies 0-2 ms later (by its pid) while rank 0 receives them
+// (and a second thread of rank 0 progresses, so the death is found while receives match).
+// Every receive ends, either whole (every byte checked) or with error_peer_dead naming
+// rank 1; none may wait.
+int scenario_rts_race_death() {
+  const int me = weft::get_rank_me();
+  if (weft::get_rank_n() != 2) die("rts_race_death needs 2 ranks");
+  constexpr int n = 64;
+  constexpr size_t size = 100000;
+  using P = weft::matching_policy_t;
+  std::vector<char> buf(size);
+  weft::barrier();
+  if (me == 1) {
+    fill(buf.data(), size, 21);
+    weft::comp_t sent = weft::alloc_sync_x().threshold(n + 1)();
+    for (int i = 0; i < n; ++i)
+      post_until([&] {
+        return weft::post_send_x(0, buf.data(), size, 80, sent).matching_policy(P::tag_only)();
+      });
+    int all = n;
+    post_until([&] { return weft::post_send(0, &all, sizeof(all), 81, sent); });
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto life = std::chrono::microseconds(getpid() % 2000);
+    while (std::chrono::steady_clock::now() - t0 < life) weft::progress();  // some of the data goes
+    raise(SIGKILL);
+  }
+  int all = 0;
+  weft::comp_t r = weft::alloc_sync();
+  weft::status_t s = post_until([&] { return weft::post_recv(1, &all, sizeof(all), 81, r); });
+  if (s.error.is_posted()) wait_sync(r, &s);
+  CHECK_EQ(all, n);
+  std::atomic<bool> stop{false};
+  std::thread helper([&] {
+    while (!stop.load(std::memory_order_relaxed)) weft::progress();
+  });
+  int whole = 0, failed = 0;
+  for (int i = 0; i < n; ++i) {
+    memset(buf.data(), 0, size);
+    s = weft::post_recv_x(0, buf.data(), size, 80, r).matching_policy(P::tag_only)();
+    if (s.error.is_posted()) wait_sync(r, &s);
+    if (s.error.is_done()) {
+      ++whole;
+      CHECK_EQ(verify(buf.data(), size, 21), SIZE_MAX);
+    } else {
+      ++failed;
+      CHECK_EQ(int(s.error.errorcode), int(weft::errorcode_t::error_peer_dead));
+      CHECK_EQ(s.rank, 1);
+    }
+  }
+  stop = true;
+  helper.join();
+  printf("rank 0: %d received whole, %d failed with the dead sender\n", whole, failed);
+  CHECK_EQ(whole + failed, n);
+  weft::free_comp(&r);
+  finish_and_exit("rts_race_death");
 }
 
 // Rank 1 floods a queue rank 0 has freed: every message is dropped and reported, but the

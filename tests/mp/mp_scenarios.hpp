@@ -26,6 +26,8 @@ int scenario_am_in_flight();
 int scenario_dereg_free();
 int scenario_rma_to_dead();
 int scenario_drop_flood();
+int scenario_rts_from_dead();
+int scenario_rts_race_death();
 int scenario_first_transfer();
 int scenario_no_defaults();
 int scenario_loaded();

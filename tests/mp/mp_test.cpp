@@ -776,6 +776,8 @@ int main(int argc, char** argv) {
       {"dereg_free", scenario_dereg_free},
       {"rma_to_dead", scenario_rma_to_dead},
       {"drop_flood", scenario_drop_flood},
+      {"rts_from_dead", scenario_rts_from_dead},
+      {"rts_race_death", scenario_rts_race_death},
       {"first_transfer", scenario_first_transfer},
       {"no_defaults", scenario_no_defaults},
       {"loaded", scenario_loaded},
