@@ -218,6 +218,7 @@ class device_impl final : public net::sink {
   errorcode_t failure_with(int rank);
   void fail_peer(int rank);
   void fail_request(request* q, int rank);
+  void finish_rma(request* r, bool ok);
 
   std::unique_ptr<std::atomic<bool>[]> dead_;
   std::atomic<int64_t> next_peer_check_ns_{0};

@@ -375,21 +375,28 @@ errorcode_t device_impl::failure_with(int rank) {
 
 void device_impl::on_put_local_done(void* ctx, bool ok) {
   const uint64_t h = uint64_t(reinterpret_cast<uintptr_t>(ctx));
+  // Claimed, since fail_peer may be failing it on another thread; else it failed meanwhile
+  // (dead peer).
   if (request* s = slab.lookup(h, req_kind::rdv_send)) {
+    if (!s->claim(req_kind::rdv_send)) return;
     finish_request(s, ok ? errorcode_t::done
                       : peer_dead(s->rank) || !net->peer_alive(s->rank)
                           ? errorcode_t::error_peer_dead
                           : errorcode_t::error);
   } else if (request* r = slab.lookup(h, req_kind::rma)) {
-    // Done only while the peer lives: one taken for dead has had its operations fail.
-    finish_request(r, ok && !peer_dead(r->rank) ? errorcode_t::done : failure_with(r->rank));
+    finish_rma(r, ok);
   }
-  // else it failed meanwhile (dead peer)
 }
 
 void device_impl::on_get_done(void* ctx, bool ok) {
   if (request* r = slab.lookup(uint64_t(reinterpret_cast<uintptr_t>(ctx)), req_kind::rma))
-    finish_request(r, ok && !peer_dead(r->rank) ? errorcode_t::done : failure_with(r->rank));
+    finish_rma(r, ok);
+}
+
+// Done only while the peer lives: one taken for dead has had its operations fail.
+void device_impl::finish_rma(request* r, bool ok) {
+  if (!r->claim(req_kind::rma)) return;  // failed meanwhile (dead peer)
+  finish_request(r, ok && !peer_dead(r->rank) ? errorcode_t::done : failure_with(r->rank));
 }
 
 // A user put's or get's notification for a completion object that cannot take it now
@@ -489,12 +496,11 @@ void device_impl::fail_peer(int rank) {
   for (uint32_t i = 0; i < slab.capacity() && slab.in_use(); ++i) {
     request& q = slab.at(i);
     const req_kind k = q.kind_.load(std::memory_order_seq_cst);
-    if (k == req_kind::rdv_recv && q.rank == rank) {
-      if (q.claim(k)) fail_request(&q, rank);
-    } else if ((k == req_kind::rdv_send || (k == req_kind::rma && !net->settles_accesses(rank))) &&
-               q.rank == rank) {
+    // Claimed: its completion may be running on another thread.
+    if ((k == req_kind::rdv_recv || k == req_kind::rdv_send ||
+         (k == req_kind::rma && !net->settles_accesses(rank))) &&
+        q.rank == rank && q.claim(k))
       fail_request(&q, rank);
-    }
   }
   for (uint32_t id = 0; id < rt.engine_count(); ++id) {
     matching_engine_impl* e = rt.engine(id);
@@ -511,8 +517,9 @@ void device_impl::fail_peer(int rank) {
   }
 }
 
-// One operation that waited on dead `rank` ends with error_peer_dead (a receive claimed
-// first); an active message whose data never came is dropped: nobody waits for it.
+// One operation that waited on dead `rank` (claimed, or taken out of a matching engine)
+// ends with error_peer_dead; an active message whose data never came is dropped: nobody
+// waits for it.
 void device_impl::fail_request(request* q, int rank) {
   if (q->am_receive()) {
     if (q->counted) q->comp->pending.fetch_sub(1, std::memory_order_relaxed);

@@ -255,6 +255,7 @@ void device_impl::arrive_nack(int rank, const nack_body& b) {
     wire_error(rank, "refusal for unknown send request " + std::to_string(b.sreq));
     return;
   }
+  if (!s->claim(req_kind::rdv_send)) return;  // failed meanwhile (dead peer)
   // Data sent ahead may still be on its way into the channel: stop it first.
   if (s->sent_ahead) net->cancel_ahead(rank, reinterpret_cast<void*>(uintptr_t(b.sreq)));
   finish_request(s, errorcode_t(b.errorcode));

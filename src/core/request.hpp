@@ -39,18 +39,23 @@ struct request : match_entry {
   // request by its kind (lookup) sees the fields.
   void publish(req_kind k) { kind_.store(k, std::memory_order_release); }
   req_kind kind() const { return kind_.load(std::memory_order_acquire); }
-  // For a request two threads may each decide to finish (a receive whose peer dies while a
-  // match hands it its ready-to-send): true for the one that takes it from `from`.
+  // For a request two threads may each decide to finish (its completion, and the failure
+  // of its peer on another thread; a receive whose peer dies while a match hands it its
+  // ready-to-send): true for the one that takes it from `from`.
   bool claim(req_kind from) {
-    return kind_.compare_exchange_strong(from, req_kind::finishing, std::memory_order_acq_rel);
+    if (!kind_.compare_exchange_strong(from, req_kind::finishing, std::memory_order_acq_rel))
+      return false;
+    claimed_from = from;  // only the winner writes it, and reads it
+    return true;
   }
-  // An active message's receive (its buffer Weft's to free when it fails), claimed or not:
-  // the only claimed requests are receives.
+  // An active message's receive (its buffer Weft's to free when it fails), claimed or not.
   bool am_receive() const {
     const req_kind k = kind();
-    return is_am && (k == req_kind::rdv_recv || k == req_kind::finishing);
+    return is_am && (k == req_kind::rdv_recv ||
+                     (k == req_kind::finishing && claimed_from == req_kind::rdv_recv));
   }
   std::atomic<req_kind> kind_{req_kind::free_};
+  req_kind claimed_from = req_kind::free_;
   bool is_am = false;
   bool counted = false;  // the completion object counts it as pending
   bool buffer_is_packet = false;

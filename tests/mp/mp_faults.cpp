@@ -422,6 +422,73 @@ int scenario_rts_race_death() {
   finish_and_exit("rts_race_death");
 }
 
+// The other direction: rank 0 sends 64 rendezvous messages to receives rank 1 posted, and
+// rank 1 dies 0-2 ms into taking them while rank 0's main thread and a second thread
+// progress (completions and the death's failures on either). Every send ends exactly once:
+// done, or error_peer_dead naming rank 1 (or its post is refused naming rank 1, once the
+// death is known); nothing more comes from the queue after.
+int scenario_send_race_death() {
+  const int me = weft::get_rank_me();
+  if (weft::get_rank_n() != 2) die("send_race_death needs 2 ranks");
+  constexpr int n = 64;
+  constexpr size_t size = 100000;
+  std::vector<char> buf(size);
+  if (me == 1) {
+    std::vector<std::vector<char>> in(n, std::vector<char>(size));
+    weft::comp_t r = weft::alloc_sync_x().threshold(n)();
+    for (auto& b : in)
+      CHECK(
+          post_until([&] { return weft::post_recv(0, b.data(), size, 82, r); }).error.is_posted());
+    weft::barrier();
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto life = std::chrono::microseconds(getpid() % 2000);
+    while (std::chrono::steady_clock::now() - t0 < life) weft::progress();
+    raise(SIGKILL);
+  }
+  fill(buf.data(), size, 22);
+  weft::comp_t cq = weft::alloc_cq();
+  weft::barrier();
+  std::atomic<bool> stop{false};
+  std::thread helper([&] {
+    while (!stop.load(std::memory_order_relaxed)) weft::progress();
+  });
+  // A post after the death is known is refused at the call, naming the rank.
+  int posted = 0, refused = 0;
+  for (int i = 0; i < n; ++i) {
+    weft::status_t s{};
+    const std::string e = error_of(
+        [&] { s = post_until([&] { return weft::post_send(1, buf.data(), size, 82, cq); }); });
+    if (!e.empty()) {
+      ++refused;
+      CHECK(contains(e, "rank = 1"));
+      continue;
+    }
+    CHECK(s.error.is_posted());
+    ++posted;
+  }
+  int done = 0, failed = 0;
+  for (int i = 0; i < posted; ++i) {
+    weft::status_t s = wait_cq(cq);
+    if (s.error.is_done()) {
+      ++done;
+    } else {
+      ++failed;
+      CHECK_EQ(int(s.error.errorcode), int(weft::errorcode_t::error_peer_dead));
+      CHECK_EQ(s.rank, 1);
+    }
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  int extra = 0;
+  while (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(200))
+    if (!weft::cq_pop(cq).error.is_retry()) ++extra;
+  stop = true;
+  helper.join();
+  printf("rank 0: %d sends done, %d failed with the dead receiver, %d refused, %d extra\n", done,
+         failed, refused, extra);
+  CHECK_EQ(extra, 0);
+  finish_and_exit("send_race_death");
+}
+
 // Rank 1 floods a queue rank 0 has freed: every message is dropped and reported, but the
 // default log shows the first ten and then a count a second, not a line a message.
 int scenario_drop_flood() {

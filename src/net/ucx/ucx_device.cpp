@@ -464,10 +464,20 @@ void ucx_device::declare_dead(int rank, ucs_status_t why) {
     WEFT_LOG(info, "ucx: the endpoint to rank %d failed: %s", rank, ucs_status_string(why));
 }
 
+// A status that says the endpoint itself is gone. UCX may fail the operations on an
+// endpoint before it calls the endpoint's error handler: the peer is declared dead first,
+// so that they fail as its death (error_peer_dead), not as a generic error.
+static bool endpoint_gone(ucs_status_t status) {
+  return status == UCS_ERR_ENDPOINT_TIMEOUT || status == UCS_ERR_CONNECTION_RESET ||
+         status == UCS_ERR_UNREACHABLE || status == UCS_ERR_NOT_CONNECTED ||
+         status == UCS_ERR_REJECTED;
+}
+
 void ucx_device::finished(op* o, ucs_status_t status) {
   const bool ok = status == UCS_OK;
   if (!ok && o->kind != op::send)
     WEFT_LOG(warn, "ucx: an operation with rank %d failed: %s", o->rank, ucs_status_string(status));
+  if (!ok && endpoint_gone(status)) declare_dead(o->rank, status);
   switch (o->kind) {
     case op::send: free_sends_.push_back(o->buffer); return;  // owned by send_ops_
     case op::flush: push_done(true, o->ctx, ok, o->rank, o->note, o->note_len); break;
