@@ -50,6 +50,30 @@ void progress_for(double s) {
   while (std::chrono::steady_clock::now() < end) weft::progress();
 }
 
+// Progresses 0-2 ms (by the process id, so runs differ), then dies.
+[[noreturn]] void die_within_2ms() {
+  progress_for(double(getpid() % 2000) * 1e-6);
+  raise(SIGKILL);
+  _exit(137);
+}
+
+// A second thread that progresses the default device until this goes out of scope.
+class progress_thread {
+ public:
+  progress_thread()
+      : t_([this] {
+          while (!stop_.load(std::memory_order_relaxed)) weft::progress();
+        }) {}
+  ~progress_thread() {
+    stop_ = true;
+    t_.join();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::thread t_;
+};
+
 }  // namespace
 
 // Ranks 1 and 2 send active messages to rank 0 from their main threads, so into the same
@@ -386,36 +410,30 @@ int scenario_rts_race_death() {
       });
     int all = n;
     post_until([&] { return weft::post_send(0, &all, sizeof(all), 81, sent); });
-    const auto t0 = std::chrono::steady_clock::now();
-    const auto life = std::chrono::microseconds(getpid() % 2000);
-    while (std::chrono::steady_clock::now() - t0 < life) weft::progress();  // some of the data goes
-    raise(SIGKILL);
+    die_within_2ms();  // some of the data goes first
   }
   int all = 0;
   weft::comp_t r = weft::alloc_sync();
   weft::status_t s = post_until([&] { return weft::post_recv(1, &all, sizeof(all), 81, r); });
   if (s.error.is_posted()) wait_sync(r, &s);
   CHECK_EQ(all, n);
-  std::atomic<bool> stop{false};
-  std::thread helper([&] {
-    while (!stop.load(std::memory_order_relaxed)) weft::progress();
-  });
   int whole = 0, failed = 0;
-  for (int i = 0; i < n; ++i) {
-    memset(buf.data(), 0, size);
-    s = weft::post_recv_x(0, buf.data(), size, 80, r).matching_policy(P::tag_only)();
-    if (s.error.is_posted()) wait_sync(r, &s);
-    if (s.error.is_done()) {
-      ++whole;
-      CHECK_EQ(verify(buf.data(), size, 21), SIZE_MAX);
-    } else {
-      ++failed;
-      CHECK_EQ(int(s.error.errorcode), int(weft::errorcode_t::error_peer_dead));
-      CHECK_EQ(s.rank, 1);
+  {
+    progress_thread helper;  // completions and the death's failures on either thread
+    for (int i = 0; i < n; ++i) {
+      memset(buf.data(), 0, size);
+      s = weft::post_recv_x(0, buf.data(), size, 80, r).matching_policy(P::tag_only)();
+      if (s.error.is_posted()) wait_sync(r, &s);
+      if (s.error.is_done()) {
+        ++whole;
+        CHECK_EQ(verify(buf.data(), size, 21), SIZE_MAX);
+      } else {
+        ++failed;
+        CHECK_EQ(int(s.error.errorcode), int(weft::errorcode_t::error_peer_dead));
+        CHECK_EQ(s.rank, 1);
+      }
     }
   }
-  stop = true;
-  helper.join();
   printf("rank 0: %d received whole, %d failed with the dead sender\n", whole, failed);
   CHECK_EQ(whole + failed, n);
   weft::free_comp(&r);
@@ -440,49 +458,41 @@ int scenario_send_race_death() {
       CHECK(
           post_until([&] { return weft::post_recv(0, b.data(), size, 82, r); }).error.is_posted());
     weft::barrier();
-    const auto t0 = std::chrono::steady_clock::now();
-    const auto life = std::chrono::microseconds(getpid() % 2000);
-    while (std::chrono::steady_clock::now() - t0 < life) weft::progress();
-    raise(SIGKILL);
+    die_within_2ms();
   }
   fill(buf.data(), size, 22);
   weft::comp_t cq = weft::alloc_cq();
   weft::barrier();
-  std::atomic<bool> stop{false};
-  std::thread helper([&] {
-    while (!stop.load(std::memory_order_relaxed)) weft::progress();
-  });
-  // A post after the death is known is refused at the call, naming the rank.
-  int posted = 0, refused = 0;
-  for (int i = 0; i < n; ++i) {
-    weft::status_t s{};
-    const std::string e = error_of(
-        [&] { s = post_until([&] { return weft::post_send(1, buf.data(), size, 82, cq); }); });
-    if (!e.empty()) {
-      ++refused;
-      CHECK(contains(e, "rank = 1"));
-      continue;
+  int posted = 0, refused = 0, done = 0, failed = 0, extra = 0;
+  {
+    progress_thread helper;  // completions and the death's failures on either thread
+    // A post after the death is known is refused at the call, naming the rank.
+    for (int i = 0; i < n; ++i) {
+      weft::status_t s{};
+      const std::string e = error_of(
+          [&] { s = post_until([&] { return weft::post_send(1, buf.data(), size, 82, cq); }); });
+      if (!e.empty()) {
+        ++refused;
+        CHECK(contains(e, "rank = 1"));
+        continue;
+      }
+      CHECK(s.error.is_posted());
+      ++posted;
     }
-    CHECK(s.error.is_posted());
-    ++posted;
-  }
-  int done = 0, failed = 0;
-  for (int i = 0; i < posted; ++i) {
-    weft::status_t s = wait_cq(cq);
-    if (s.error.is_done()) {
-      ++done;
-    } else {
-      ++failed;
-      CHECK_EQ(int(s.error.errorcode), int(weft::errorcode_t::error_peer_dead));
-      CHECK_EQ(s.rank, 1);
+    for (int i = 0; i < posted; ++i) {
+      weft::status_t s = wait_cq(cq);
+      if (s.error.is_done()) {
+        ++done;
+      } else {
+        ++failed;
+        CHECK_EQ(int(s.error.errorcode), int(weft::errorcode_t::error_peer_dead));
+        CHECK_EQ(s.rank, 1);
+      }
     }
+    const auto t0 = std::chrono::steady_clock::now();
+    while (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(200))
+      if (!weft::cq_pop(cq).error.is_retry()) ++extra;
   }
-  const auto t0 = std::chrono::steady_clock::now();
-  int extra = 0;
-  while (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(200))
-    if (!weft::cq_pop(cq).error.is_retry()) ++extra;
-  stop = true;
-  helper.join();
   printf("rank 0: %d sends done, %d failed with the dead receiver, %d refused, %d extra\n", done,
          failed, refused, extra);
   CHECK_EQ(extra, 0);
