@@ -383,17 +383,26 @@ error_t comp_signal(comp_t comp, status_t status) {
   return signal_comp(c, status) ? errorcode_t::done : errorcode_t::retry_nomem;
 }
 
-void put_upacket(void* packet) {
+// A packet of another pool or runtime, a malloc'd buffer (a large message) or null: out of
+// line, so that the usual return (a packet of the global runtime's default pool) saves no
+// registers and builds no std::function.
+[[gnu::noinline]] static void put_upacket_other(void* packet) {
   if (!packet) util::fail("put_upacket", "packet", "nullptr", "nothing to return");
   runtime_impl* rt = global_runtime();
   packet_pool_impl* p = rt ? rt->pool_owning(packet) : nullptr;
-  if (!p) {  // another runtime's packet, or a malloc'd buffer (a large message)
-    find_runtime([&](runtime_impl& r) { return (p = r.pool_owning(packet)) != nullptr; });
-  }
+  if (!p) find_runtime([&](runtime_impl& r) { return (p = r.pool_owning(packet)) != nullptr; });
   if (p)
     p->put(packet);
   else
     std::free(packet);
+}
+
+void put_upacket(void* packet) {
+  runtime_impl* rt = global_runtime();
+  packet_pool_impl* p = rt ? rt->default_pool : nullptr;
+  if (p && p->owns(packet)) [[likely]]
+    return p->put(packet);
+  put_upacket_other(packet);
 }
 
 // ---- operations ---------------------------------------------------------------------------

@@ -18,9 +18,11 @@
 #include "util/settings.hpp"
 
 namespace weft::impl {
-namespace {
 
 std::atomic<runtime_impl*> g_runtime{nullptr};
+
+namespace {
+
 std::atomic<int> g_next_runtime_id{0};
 // Every live runtime, for the calls that take a resource without its runtime (free_comp,
 // free_packet_pool, free_matching_engine, put_upacket).
@@ -39,10 +41,6 @@ void default_error_handler(const wire_error_t& e) {
 }
 
 }  // namespace
-
-runtime_impl* global_runtime() {
-  return g_runtime.load(std::memory_order_acquire);
-}
 
 runtime_impl* find_runtime(const std::function<bool(runtime_impl&)>& pred) {
   std::lock_guard<std::mutex> g(g_runtimes_lock);

@@ -157,7 +157,11 @@ class runtime_impl {
 // The runtime a call runs on: the one given, else the global one; fails naming `call`
 // when none is active (before g_runtime_init or after g_runtime_fina).
 runtime_impl* resolve_runtime(runtime_t rt, const char* call);
-runtime_impl* global_runtime();
+// The global runtime (g_runtime_init), or null; inline: put_upacket reads it per message.
+extern std::atomic<runtime_impl*> g_runtime;
+inline runtime_impl* global_runtime() {
+  return g_runtime.load(std::memory_order_acquire);
+}
 // The first live runtime for which `pred` holds (under the registry's lock), or nullptr.
 runtime_impl* find_runtime(const std::function<bool(runtime_impl&)>& pred);
 
