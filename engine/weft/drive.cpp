@@ -138,7 +138,7 @@ void weft_engine::handle_am(const status_t& s) {
     case msg_kind::announce: on_announce(s); break;
     default: report(s.rank, "a message of unknown kind was dropped");
   }
-  std::free(s.buf);
+  if (s.buf) put_upacket(s.buf);  // a packet (packet delivery), or a long message's malloc
 }
 
 // Under the drain lock, as handle_am: the parked messages whose tag is registered now.

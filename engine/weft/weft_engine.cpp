@@ -20,13 +20,14 @@ weft_engine::weft_engine(const weft_engine_attr_t& a) {
   dev_ = alloc_device_x().peers_progress(a.peers_progress != 0).shared(true)();
   am_cq_ = alloc_cq_x().depth(a.queue_depth)();
   bulk_cq_ = alloc_cq_x().depth(a.queue_depth)();
-  am_rc_ = register_rcomp(am_cq_);
+  am_rc_ = register_rcomp_x(am_cq_).packet_delivery(true)();
   bulk_rc_ = register_rcomp(bulk_cq_);
   eager_limit_ = get_g_runtime().get_attr_eager_size();
 }
 
 weft_engine::~weft_engine() {
-  for (const status_t& s : parked_) std::free(s.buf);
+  for (const status_t& s : parked_)
+    if (s.buf) put_upacket(s.buf);
   deregister_rcomp(am_rc_);
   deregister_rcomp(bulk_rc_);
   free_comp(&am_cq_);
