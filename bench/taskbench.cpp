@@ -255,7 +255,17 @@ int main(int argc, char** argv) {
   int status = 0;
   const std::string system = c.engine == "weft" ? "weft-engine" : std::string("mpi-engine");
   auto x = std::make_unique<weft::exec::executor>(e, o);
-  for (size_t size : c.sizes) {
+  for (size_t k = 0; k < c.sizes.size(); ++k) {
+    const size_t size = c.sizes[k];
+    // Each size from an empty pool, as a process of its own would start: the buffers the
+    // sizes before it kept for reuse are given back. With --check, every size after the
+    // first must find some to give back (the previous size's, all idle after its run).
+    const size_t freed = x->trim();
+    if (c.check && k > 0 && freed == 0) {
+      std::fprintf(stderr, "rank %d: size %zu: the executor gave back no buffers of size %zu\n", me,
+                   size, c.sizes[k - 1]);
+      status = 1;
+    }
     const size_t frags = std::max<size_t>(1, c.total / size);
     long fma = 0;
     int iters = c.iters;

@@ -311,6 +311,14 @@ int weft_engine_can_serve(weft_engine_t e) {
   return e ? e->ops->can_serve(e) : 0;
 }
 
+int weft_engine_get_attr(weft_engine_t e, weft_engine_attr_t* attr) {
+  if (bad_engine(e, "weft_engine_get_attr")) return WEFT_ERR_USAGE;
+  if (!attr)
+    return fail("weft_engine_get_attr", "attr", "NULL", "this call needs somewhere to write");
+  *attr = e->attr;
+  return WEFT_OK;
+}
+
 int weft_engine_get_stats(weft_engine_t e, weft_engine_stats_t* stats) {
   if (bad_engine(e, "weft_engine_get_stats")) return WEFT_ERR_USAGE;
   if (!stats)

@@ -76,6 +76,7 @@ executor::buffer executor::take_buffer(size_t n) {
     const size_t per = std::max<size_t>(1, (size_t(4) << 20) / size);
     arena a;
     a.bytes = per * size;
+    a.buffer_size = size;
     // On huge pages where the system allows them (transparent huge pages, "madvise"): a
     // peer's cross-memory write pins every page it touches, and 4 KiB pages made that
     // pinning most of a fragment's cost. Measured (weft-taskbench, threads off, both
@@ -113,6 +114,28 @@ void executor::give_buffer(const buffer& b) {
   pool_[b.size].push_back(b);
 }
 
+size_t executor::trim() {
+  std::lock_guard<std::mutex> hold(pool_lock_);
+  std::unordered_map<weft_engine_mem_t, size_t> pooled;  // buffers back in the pool, by arena
+  for (auto& [size, list] : pool_)
+    for (const buffer& b : list) ++pooled[b.mem];
+  size_t freed = 0;
+  std::vector<arena> keep;
+  for (arena& a : arenas_) {
+    if (pooled[a.mem] != a.bytes / a.buffer_size) {  // some buffer is still in use
+      keep.push_back(a);
+      continue;
+    }
+    std::vector<buffer>& list = pool_[a.buffer_size];
+    std::erase_if(list, [&](const buffer& b) { return b.mem == a.mem; });
+    weft_engine_deregister_memory(e_, &a.mem);
+    std::free(a.base);
+    freed += a.bytes;
+  }
+  arenas_.swap(keep);
+  return freed;
+}
+
 struct executor::waiting {
   std::vector<flow_ref> inputs;
   std::vector<std::shared_ptr<data>> in;
@@ -147,6 +170,11 @@ struct executor::waiting {
 executor::executor(weft_engine_t e, options o) : e_(e), o_(o) {
   me_ = weft_engine_rank_me(e);
   n_ = weft_engine_rank_n(e);
+  if (o_.idle_yield_us == options::idle_yield_auto) {
+    weft_engine_attr_t a;
+    check(weft_engine_get_attr(e, &a), "get_attr");
+    o_.idle_yield_us = a.progress_thread || a.comm_thread ? 100 : 10000;
+  }
   check(weft_engine_register_tag(e, tag_activate, on_activate, this, sizeof(activate_msg)),
         "register ACTIVATE");
   check(weft_engine_register_tag(e, tag_get, on_get, this, sizeof(get_msg)), "register GET DATA");
@@ -232,24 +260,29 @@ void executor::worker_loop() {
   std::vector<const void*> in;
   std::vector<void*> out;
   std::vector<std::shared_ptr<data>> outs;
-  int idle = 0;
+  double idle_since = 0;  // when the ready queue was first found empty (0: a task ran)
   while (!stop_.load(std::memory_order_relaxed)) {
     task_key t;
     {
       std::unique_lock<std::mutex> hold(ready_lock_);
       if (ready_.empty()) {
-        // A while yielding before sleeping: a task released a few microseconds later
-        // then costs no wake-up (a futex and a context switch per small task).
-        if (++idle < 256) {
+        // Yielding, not sleeping, for o_.idle_yield_us after the last task: a task released
+        // sooner costs no wake-up (a futex and a context switch each). Counted in time, not
+        // in yields: 256 yields took 0.1 ms when the core had nothing else to run, less than
+        // a flow's latency in a busy transfer (0.4 ms at 64 KiB), so the worker slept between
+        // flows, and some task ping-pongs over several sizes fell to half the bandwidth from
+        // one size on (docs/engine.md).
+        const double now = now_s();
+        if (idle_since == 0) idle_since = now;
+        if (now - idle_since < o_.idle_yield_us * 1e-6) {
           hold.unlock();
           std::this_thread::yield();
         } else {
-          idle = 0;
           ready_cv_.wait_for(hold, std::chrono::milliseconds(1));
         }
         continue;
       }
-      idle = 0;
+      idle_since = 0;
       t = ready_.top().second;
       ready_.pop();
     }

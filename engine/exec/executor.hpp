@@ -65,6 +65,12 @@ struct options {
   int workers = 1;
   size_t max_gets = 8;         // fetches in flight per rank
   bool record_latency = true;  // ACTIVATE sent -> data arrived, per remote flow
+  // A worker without a task yields this long before it sleeps (woken by the next task);
+  // idle_yield_auto: 10 ms when the engine runs no thread of its own (the program's threads
+  // drive it, and a task released while its worker slept waits for a wake-up), 0.1 ms when
+  // it does (its threads need the cores). Measured: docs/engine.md.
+  static constexpr uint32_t idle_yield_auto = UINT32_MAX;
+  uint32_t idle_yield_us = idle_yield_auto;
 };
 
 struct run_stats {
@@ -83,6 +89,10 @@ class executor {
   // Runs every local task of `g`; collective (every rank calls it with the same graph).
   // Throws on an engine error.
   run_stats run(graph& g);
+  // Between runs: gives back the buffers kept for reuse (each arena whose buffers are all
+  // back in the pool is deregistered and freed); how many bytes. For a runtime that moves on
+  // to other flow sizes: the pool keeps each size's buffers until the executor goes.
+  size_t trim();
 
  private:
   struct data;
@@ -97,6 +107,7 @@ class executor {
   struct arena {
     void* base = nullptr;
     size_t bytes = 0;
+    size_t buffer_size = 0;  // the size of every buffer carved from it
     weft_engine_mem_t mem = nullptr;
     unsigned char packed[WEFT_ENGINE_MEM_PACKED] = {};
   };

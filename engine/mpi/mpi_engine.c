@@ -207,6 +207,8 @@ int weft_engine_alloc_mpi(MPI_Comm comm, const weft_engine_attr_t* attr, weft_en
   }
   MPI_Comm_rank(m->comm, &me);
   MPI_Comm_size(m->comm, &n);
+  a.progress_thread = 0; /* the MPI engine has none: MPI progresses inside its calls */
+  a.progress_cpu = -1;
   weft_engine_init_base(&m->base, &mpi_ops, &a, me, n);
   pthread_mutex_init(&m->lock, NULL);
   int* ub = NULL;

@@ -79,6 +79,11 @@ typedef struct {
 } weft_engine_attr_t;
 
 WEFT_C_API void weft_engine_attr_init(weft_engine_attr_t* attr);
+/* The attributes `engine` runs with (those of an engine that does not have a thread are 0:
+   the MPI engine has no progress thread). A runtime reads progress_thread and comm_thread
+   to learn whether its own threads must call weft_engine_progress, and how long its idle
+   workers may keep a core. */
+WEFT_C_API int weft_engine_get_attr(weft_engine_t engine, weft_engine_attr_t* attr);
 
 /* A Weft engine on the global runtime (weft_g_runtime_init first), with a device of its
    own. `attr` NULL: the defaults. */
