@@ -39,8 +39,10 @@ struct get_msg {
   uint64_t fetch_id, dest_offset;
   unsigned char dest[WEFT_ENGINE_MEM_PACKED];
 };
+// 4 bytes: the Weft engine carries a remote callback of up to 5 in the put's notification
+// (no announce message). Fetch ids wrap at 2^32, far beyond the fetches ever in flight.
 struct data_msg {
-  uint64_t fetch_id;
+  uint32_t fetch_id;
 };
 
 void check(int rc, const char* what) {
@@ -384,7 +386,7 @@ void executor::pump_gets() {
       get_msg m{};
       m.task = f.f.task;
       m.output = f.f.output;
-      m.fetch_id = next_fetch_id_++;
+      m.fetch_id = uint32_t(next_fetch_id_++);  // as DATA carries it back (data_msg)
       std::memcpy(m.dest, d->buf.packed, sizeof(m.dest));
       m.dest_offset = d->buf.offset;
       landing_[m.fetch_id] = d;
@@ -410,7 +412,7 @@ int executor::on_get(weft_engine_t, weft_engine_tag_t, void* msg, size_t, int sr
       throw std::runtime_error("weft::exec: GET DATA for an unknown output");
     d = it->second;
   }
-  data_msg reply{m.fetch_id};
+  data_msg reply{uint32_t(m.fetch_id)};
   data* raw = d.get();  // alive in served_ until on_put_sent
   x->post([x, raw, m, reply, src] {
     return weft_engine_post_put(x->e_, raw->buf.mem, ptrdiff_t(raw->buf.offset), m.dest,

@@ -2,11 +2,12 @@
 // Puts and gets of the Weft engine. A put of at most put_eager bytes travels in one active
 // message with its remote callback's data (the seed's eager optimisation; its local
 // callback runs at once). A larger put, and every get, is Weft's put or get with
-// notification (the seed's future work): one-sided, no receive at the target. The remote
-// callback's data goes ahead in an announce message; the target runs the callback when it
-// has both the announce and the notification, in whichever order they came (`pairings_`,
-// keyed by source rank and the initiator's sequence number; an entry lives only while one
-// half waits for the other).
+// notification (the seed's future work): one-sided, no receive at the target. A remote
+// callback of at most packed_max bytes rides in the notification's tag. A longer one goes
+// ahead in an announce message; the target runs the callback when it has both the
+// announce and the notification, in whichever order they came (`pairings_`, keyed by
+// source rank and the initiator's sequence number; an entry lives only while one half
+// waits for the other).
 #include <cstring>
 
 #include "engine/weft/weft_engine.hpp"
@@ -42,7 +43,10 @@ int weft_engine::post_rma(int is_get, weft_engine_mem_t lreg, ptrdiff_t ldispl, 
   op->l_fn = l_fn;
   op->l_data = l_data;
   if (!is_get && size <= attr.put_eager) return put_eager(*op, r_tag, r_data, r_size);
-  if (r_tag != WEFT_ENGINE_NO_TAG) {
+  if (r_tag != WEFT_ENGINE_NO_TAG && r_size <= packed_max) {
+    op->packed = true;
+    op->packed_low = pack_callback(r_tag, r_data, r_size);
+  } else if (r_tag != WEFT_ENGINE_NO_TAG) {
     op->seq = next_seq_.fetch_add(1, std::memory_order_relaxed);
     announce_header h{op->seq, r_tag, uint32_t(r_size)};
     op->r_copy.resize(sizeof(h) + r_size);
@@ -80,6 +84,8 @@ int weft_engine::start_rma(std::unique_ptr<rma_op>& op) {
     if (op->seq)
       x.remote_comp(bulk_rc_).tag(
           make_tag(op->is_get ? msg_kind::get_data : msg_kind::put_data, op->seq));
+    else if (op->packed)
+      x.remote_comp(bulk_rc_).tag(make_tag(msg_kind::packed, op->packed_low));
     return x();
   };
   in_flight_.fetch_add(1, std::memory_order_relaxed);
@@ -184,6 +190,21 @@ void weft_engine::on_announce(const status_t& s) {
 }
 
 void weft_engine::on_notification(const status_t& s) {
+  if (kind_of(s.tag) == msg_kind::packed) {  // the callback's tag and bytes in the tag
+    const uint64_t low = low_of(s.tag);
+    const uint32_t r_tag = uint32_t(low >> 43) & 63;
+    const size_t n = size_t(low >> 40) & 7;
+    char data[8];
+    std::memcpy(data, &low, sizeof(data));
+    if (n > packed_max) return report(s.rank, "a malformed packed notification");
+    weft_engine_tag_entry_t t;
+    if (!tag_entry(r_tag, t))
+      return report(s.rank, "a put or get names remote tag " + std::to_string(r_tag) +
+                                ", not registered here");
+    __atomic_fetch_add(&stats.callbacks, 1, __ATOMIC_RELAXED);
+    t.fn(this, r_tag, data, n, s.rank, t.data);
+    return;
+  }
   pairing ready;
   {
     util::lock_guard<util::spinlock> g(pairing_lock_);

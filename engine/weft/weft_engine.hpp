@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <memory>
 #include <string>
@@ -33,7 +34,18 @@ enum class msg_kind : uint64_t {
   announce = 3,   // the remote callback of a large put or get: announce_header, its data
   put_data = 4,   // the notification of a large put (low bits: its sequence number)
   get_data = 5,   // the notification of a get (low bits: its sequence number)
+  packed = 6,     // the notification of a put or get whose remote callback fits its tag
 };
+// A remote callback of at most packed_max bytes rides in its put's or get's notification
+// tag (packed: bits 0-39 the bytes, 40-42 their count, 43-48 the engine tag), so that
+// it needs no announce and no pairing at the target.
+inline constexpr size_t packed_max = 5;
+static_assert(WEFT_ENGINE_MAX_TAGS <= 64, "the packed notification has 6 bits for the tag");
+inline uint64_t pack_callback(uint32_t r_tag, const void* data, size_t n) {
+  uint64_t bytes = 0;
+  std::memcpy(&bytes, data, n);  // little-endian: the first byte lowest
+  return bytes | uint64_t(n) << 40 | uint64_t(r_tag) << 43;
+}
 inline tag_t make_tag(msg_kind k, uint64_t low) {
   return tag_t(uint64_t(k) << 56 | (low & ((uint64_t(1) << 56) - 1)));
 }
@@ -82,8 +94,10 @@ struct rma_op {
   int rank = 0;
   weft_engine_onesided_fn l_fn = nullptr;
   void* l_data = nullptr;
-  uint64_t seq = 0;          // the notification's sequence number (0: no remote callback)
+  uint64_t seq = 0;          // the notification's sequence number (0: no announce)
   bool announced = false;    // the announce went out
+  bool packed = false;       // the remote callback rides in the notification's tag ...
+  uint64_t packed_low = 0;   // ... as these low bits (pack_callback)
   std::vector<char> r_copy;  // announce_header and the remote data, while deferred
 };
 
