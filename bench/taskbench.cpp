@@ -11,7 +11,7 @@
 // RESULT lines; --check fills and verifies every fragment's bytes.
 //   taskbench [--engine weft|mpi] [--mode pingpong|overlap] [--sizes a,b,..|--sweep]
 //             [--streams C] [--iters T] [--total BYTES] [--no-sync] [--workers W]
-//             [--max-gets G] [--check] [--flops F] [--reps R]
+//             [--max-gets G] [--check] [--flops F] [--reps R] [--settle S]
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -34,6 +34,7 @@ struct config {
   std::string engine = "weft", mode = "pingpong";
   std::vector<size_t> sizes;
   int streams = 1, iters = 4, workers = 1, reps = 3;
+  int settle = 5;  // untimed runs of the first size (one for each later size)
   size_t total = size_t(64) << 20, max_gets = 8;
   bool sync = true, check = false;
   double flops = 0;  // overlap: total multiply-adds per stream per run (0: chosen)
@@ -209,6 +210,8 @@ config parse(int argc, char** argv) {
       c.workers = std::atoi(next().c_str());
     else if (a == "--reps")
       c.reps = std::max(1, std::atoi(next().c_str()));
+    else if (a == "--settle")
+      c.settle = std::max(1, std::atoi(next().c_str()));
     else if (a == "--max-gets")
       c.max_gets = size_t(std::atoll(next().c_str()));
     else if (a == "--flops")
@@ -278,10 +281,13 @@ int main(int argc, char** argv) {
     pingpong g(n, iters, frags, c.streams, size, c.sync, c.check, fma);
     // One untimed run fills the executor's buffer pool (first touch and registration);
     // then --reps timed runs, the median time reported, every run's flow latencies kept.
+    // The first size gets --settle untimed runs: in a process's first tenth of a second,
+    // with engine threads, some runs moved a third of the bandwidth of the runs after them
+    // (docs/engine.md).
     weft::exec::run_stats s;
     std::vector<double> times;
     try {
-      x->run(g);
+      for (int u = 0; u < (k == 0 ? c.settle : 1); ++u) x->run(g);
       for (int r = 0; r < c.reps; ++r) {
         weft::exec::run_stats one = x->run(g);
         times.push_back(one.seconds);
