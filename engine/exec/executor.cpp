@@ -175,7 +175,7 @@ executor::executor(weft_engine_t e, options o) : e_(e), o_(o) {
   if (o_.idle_yield_us == options::idle_yield_auto) {
     weft_engine_attr_t a;
     check(weft_engine_get_attr(e, &a), "get_attr");
-    o_.idle_yield_us = a.progress_thread || a.comm_thread ? 100 : 10000;
+    o_.idle_yield_us = a.progress_thread || a.comm_thread ? 0 : 10000;
   }
   check(weft_engine_register_tag(e, tag_activate, on_activate, this, sizeof(activate_msg)),
         "register ACTIVATE");
@@ -263,27 +263,30 @@ void executor::worker_loop() {
   std::vector<void*> out;
   std::vector<std::shared_ptr<data>> outs;
   double idle_since = 0;  // when the ready queue was first found empty (0: a task ran)
+  int yields = 0;         // ... and the yields since
   while (!stop_.load(std::memory_order_relaxed)) {
     task_key t;
     {
       std::unique_lock<std::mutex> hold(ready_lock_);
       if (ready_.empty()) {
-        // Yielding, not sleeping, for o_.idle_yield_us after the last task: a task released
-        // sooner costs no wake-up (a futex and a context switch each). Counted in time, not
-        // in yields: 256 yields took 0.1 ms when the core had nothing else to run, less than
-        // a flow's latency in a busy transfer (0.4 ms at 64 KiB), so the worker slept between
-        // flows, and some task ping-pongs over several sizes fell to half the bandwidth from
-        // one size on (docs/engine.md).
+        // Yielding, not sleeping, for at least 256 yields and o_.idle_yield_us after the
+        // last task: a task released sooner costs no wake-up (a futex and a context switch
+        // each). The yields alone took 0.1 ms when the core had nothing else to run, less
+        // than a flow's latency in a busy transfer (0.4 ms at 64 KiB), so without the
+        // engine's threads the worker slept between flows, and some task ping-pongs over
+        // several sizes fell to half the bandwidth from one size on (docs/engine.md).
         const double now = now_s();
         if (idle_since == 0) idle_since = now;
-        if (now - idle_since < o_.idle_yield_us * 1e-6) {
+        if (++yields < 256 || now - idle_since < o_.idle_yield_us * 1e-6) {
           hold.unlock();
           std::this_thread::yield();
         } else {
           ready_cv_.wait_for(hold, std::chrono::milliseconds(1));
+          yields = 0;  // woken without a task: 256 yields again before the next sleep
         }
         continue;
       }
+      yields = 0;
       idle_since = 0;
       t = ready_.top().second;
       ready_.pop();

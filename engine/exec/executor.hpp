@@ -65,10 +65,11 @@ struct options {
   int workers = 1;
   size_t max_gets = 8;         // fetches in flight per rank
   bool record_latency = true;  // ACTIVATE sent -> data arrived, per remote flow
-  // A worker without a task yields this long before it sleeps (woken by the next task);
-  // idle_yield_auto: 10 ms when the engine runs no thread of its own (the program's threads
-  // drive it, and a task released while its worker slept waits for a wake-up), 0.1 ms when
-  // it does (its threads need the cores). Measured: docs/engine.md.
+  // A worker without a task yields at least 256 times and this long before it sleeps
+  // (woken by the next task); idle_yield_auto: 10 ms when the engine runs no thread of its
+  // own (the program's threads drive it, and a task released while its worker slept waits
+  // for a wake-up), 0 when it does (its threads need the cores: the 256 yields alone).
+  // Measured: docs/engine.md.
   static constexpr uint32_t idle_yield_auto = UINT32_MAX;
   uint32_t idle_yield_us = idle_yield_auto;
 };
