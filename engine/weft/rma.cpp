@@ -193,9 +193,8 @@ void weft_engine::on_notification(const status_t& s) {
   if (kind_of(s.tag) == msg_kind::packed) {  // the callback's tag and bytes in the tag
     const uint64_t low = low_of(s.tag);
     const uint32_t r_tag = uint32_t(low >> 43) & 63;
-    const size_t n = size_t(low >> 40) & 7;
-    char data[8];
-    std::memcpy(data, &low, sizeof(data));
+    unsigned char data[packed_max];
+    const size_t n = unpack_callback(low, data);
     if (n > packed_max) return report(s.rank, "a malformed packed notification");
     weft_engine_tag_entry_t t;
     if (!tag_entry(r_tag, t))

@@ -13,7 +13,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <cstring>
 #include <deque>
 #include <memory>
 #include <string>
@@ -42,9 +41,16 @@ enum class msg_kind : uint64_t {
 inline constexpr size_t packed_max = 5;
 static_assert(WEFT_ENGINE_MAX_TAGS <= 64, "the packed notification has 6 bits for the tag");
 inline uint64_t pack_callback(uint32_t r_tag, const void* data, size_t n) {
-  uint64_t bytes = 0;
-  std::memcpy(&bytes, data, n);  // little-endian: the first byte lowest
-  return bytes | uint64_t(n) << 40 | uint64_t(r_tag) << 43;
+  uint64_t bits = uint64_t(n) << 40 | uint64_t(r_tag) << 43;
+  for (size_t i = 0; i < n; ++i)  // the first byte lowest, on any byte order
+    bits |= uint64_t(static_cast<const unsigned char*>(data)[i]) << (8 * i);
+  return bits;
+}
+// The bytes pack_callback put in `bits`; how many.
+inline size_t unpack_callback(uint64_t bits, unsigned char (&out)[packed_max]) {
+  const size_t n = size_t(bits >> 40) & 7;
+  for (size_t i = 0; i < packed_max; ++i) out[i] = static_cast<unsigned char>(bits >> (8 * i));
+  return n;
 }
 inline tag_t make_tag(msg_kind k, uint64_t low) {
   return tag_t(uint64_t(k) << 56 | (low & ((uint64_t(1) << 56) - 1)));
