@@ -33,9 +33,11 @@ def sweep(quick):
     return sizes[::4] if quick else sizes
 
 
-def systems(build, mode):
+def systems(build, mode, bind):
     tb = os.path.join(build, "bench")
-    weftrun = [os.path.join(build, "weftrun"), "-n", "2", "--timeout", "600"]
+    # Every launcher binds the same way (--bind): weftrun's default is a core per rank, and
+    # runs before 2026-11-26 17:55 UTC had the MPI launchers unbound beside it.
+    weftrun = [os.path.join(build, "weftrun"), "-n", "2", "--timeout", "600", "--bind-to", bind]
     nothreads = {"WEFT_ENGINE_PROGRESS_THREAD": "0", "WEFT_ENGINE_COMM_THREAD": "0"}
     # peers_progress: the engine's puts by the measured mechanism (WEFT_ENGINE_PEERS_PROGRESS);
     # by default cross-memory attach.
@@ -45,9 +47,9 @@ def systems(build, mode):
            ("weft-engine threads peers_progress", weftrun + [os.path.join(tb, "weft-taskbench")], pp),
            ("weft-engine no threads peers_progress", weftrun + [os.path.join(tb, "weft-taskbench")],
             dict(nothreads, **pp))]
-    launch = {"mpich": ["mpiexec.mpich", "-bind-to", "none", "-n", "2"],
+    launch = {"mpich": ["mpiexec.mpich", "-bind-to", bind, "-n", "2"],
               "openmpi": ["mpirun.openmpi", "--allow-run-as-root", "--oversubscribe",
-                          "--bind-to", "none", "-n", "2"]}
+                          "--bind-to", bind, "-n", "2"]}
     for flavour, cmd in launch.items():
         for kind, suffix in (("mpi-engine", ""), ("mpi-cont-engine", "_cont")):
             binary = os.path.join(tb, "taskbench_" + flavour + suffix)
@@ -151,6 +153,8 @@ def main():
     ap.add_argument("--out", default="build/taskbench")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--bind", default="core", choices=["core", "none"],
+                    help="shared memory: every launcher binds rank i to core i, or nothing")
     ap.add_argument("--mode", default="pingpong", choices=["pingpong", "overlap"])
     ap.add_argument("--bandwidth-csv", default="build/taskbench/raw.csv",
                     help="overlap: a pingpong run's raw.csv, for the model lines")
@@ -161,7 +165,8 @@ def main():
     ap.add_argument("--iface", help="--hosts: hydra's interface towards the hosts")
     ap.add_argument("--subnet", help="--hosts: the hosts' subnet (Open MPI's interface choice)")
     a = ap.parse_args()
-    where = "tcp between 2 hosts" if a.hosts else "shared memory"
+    where = "tcp between 2 hosts" if a.hosts else "shared memory, every rank %s" % (
+        "bound to a core" if a.bind == "core" else "unbound")
     os.makedirs(a.out, exist_ok=True)
     if a.report_only:
         with open(os.path.join(a.out, "raw.csv")) as f:
@@ -183,7 +188,7 @@ def main():
     if a.hosts:
         syst, launch = systems_hosts(a.build, a.hosts, a.enter, a.iface, a.subnet)
     else:
-        syst, launch = systems(a.build, a.mode)
+        syst, launch = systems(a.build, a.mode, a.bind)
     if a.mode == "overlap":  # the compute rate alone: one rank, no flow leaves it
         syst.append(("compute only (1 rank)", [os.path.join(a.build, "weftrun"), "-n", "1",
                                                os.path.join(a.build, "bench", "weft-taskbench")], {}))
