@@ -389,7 +389,7 @@ void executor::pump_gets() {
       get_msg m{};
       m.task = f.f.task;
       m.output = f.f.output;
-      m.fetch_id = uint32_t(next_fetch_id_++);  // as DATA carries it back (data_msg)
+      m.fetch_id = next_fetch_id_++;
       std::memcpy(m.dest, d->buf.packed, sizeof(m.dest));
       m.dest_offset = d->buf.offset;
       landing_[m.fetch_id] = d;

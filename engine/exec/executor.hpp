@@ -166,7 +166,7 @@ class executor {
   uint64_t fetch_order_ = 0;
   size_t gets_in_flight_ = 0;
   std::unordered_map<uint64_t, std::shared_ptr<data>> landing_;  // fetch id -> buffer
-  uint64_t next_fetch_id_ = 1;
+  uint32_t next_fetch_id_ = 1;  // wraps: DATA carries 4 bytes (data_msg)
 
   std::mutex pool_lock_;
   std::unordered_map<size_t, std::vector<buffer>> pool_;  // free buffers by size

@@ -46,7 +46,7 @@ int weft_engine::post_rma(int is_get, weft_engine_mem_t lreg, ptrdiff_t ldispl, 
   if (r_tag != WEFT_ENGINE_NO_TAG && r_size <= packed_max) {
     op->packed = true;
     op->packed_low = pack_callback(r_tag, r_data, r_size);
-  } else if (r_tag != WEFT_ENGINE_NO_TAG) {
+  } else if (r_tag != WEFT_ENGINE_NO_TAG) {  // too long for the tag: an announce
     op->seq = next_seq_.fetch_add(1, std::memory_order_relaxed);
     announce_header h{op->seq, r_tag, uint32_t(r_size)};
     op->r_copy.resize(sizeof(h) + r_size);
@@ -75,6 +75,7 @@ int weft_engine::start_rma(std::unique_ptr<rma_op>& op) {
       return WEFT_ERROR;
     }
     op->announced = true;
+    __atomic_fetch_add(&stats.announces, 1, __ATOMIC_RELAXED);
   }
   const auto* l = reinterpret_cast<const mem_region*>(op->lreg);
   char* local = static_cast<char*>(l->base) + op->ldispl;
@@ -157,12 +158,7 @@ void weft_engine::on_put_eager(const status_t& s) {
     std::memcpy(static_cast<char*>(r->base) + h.disp, p + sizeof(h) + h.r_size, n);
   }
   if (h.r_tag == WEFT_ENGINE_NO_TAG) return;
-  weft_engine_tag_entry_t t;
-  if (!tag_entry(h.r_tag, t))
-    return report(s.rank, "an eager put names remote tag " + std::to_string(h.r_tag) +
-                              ", not registered here");
-  __atomic_fetch_add(&stats.callbacks, 1, __ATOMIC_RELAXED);
-  t.fn(this, h.r_tag, const_cast<char*>(p) + sizeof(h), h.r_size, s.rank, t.data);
+  run_remote(s.rank, "an eager put", h.r_tag, const_cast<char*>(p) + sizeof(h), h.r_size);
 }
 
 static uint64_t pairing_key(int rank, uint64_t seq) {
@@ -186,23 +182,16 @@ void weft_engine::on_announce(const status_t& s) {
     ready = std::move(it->second);
     pairings_.erase(it);
   }
-  run_remote(s.rank, ready);
+  run_remote(s.rank, "a put or get", ready.r_tag, ready.r_data.data(), ready.r_data.size());
 }
 
 void weft_engine::on_notification(const status_t& s) {
   if (kind_of(s.tag) == msg_kind::packed) {  // the callback's tag and bytes in the tag
-    const uint64_t low = low_of(s.tag);
-    const uint32_t r_tag = uint32_t(low >> 43) & 63;
     unsigned char data[packed_max];
-    const size_t n = unpack_callback(low, data);
+    uint32_t r_tag;
+    const size_t n = unpack_callback(low_of(s.tag), data, r_tag);
     if (n > packed_max) return report(s.rank, "a malformed packed notification");
-    weft_engine_tag_entry_t t;
-    if (!tag_entry(r_tag, t))
-      return report(s.rank, "a put or get names remote tag " + std::to_string(r_tag) +
-                                ", not registered here");
-    __atomic_fetch_add(&stats.callbacks, 1, __ATOMIC_RELAXED);
-    t.fn(this, r_tag, data, n, s.rank, t.data);
-    return;
+    return run_remote(s.rank, "a put or get", r_tag, data, n);
   }
   pairing ready;
   {
@@ -213,16 +202,18 @@ void weft_engine::on_notification(const status_t& s) {
     ready = std::move(it->second);
     pairings_.erase(it);
   }
-  run_remote(s.rank, ready);
+  run_remote(s.rank, "a put or get", ready.r_tag, ready.r_data.data(), ready.r_data.size());
 }
 
-void weft_engine::run_remote(int src, pairing& p) {
+// A remote callback at the target, however its tag and bytes came (`what` names the
+// operation in the report of a tag not registered here).
+void weft_engine::run_remote(int src, const char* what, uint32_t r_tag, void* data, size_t n) {
   weft_engine_tag_entry_t t;
-  if (!tag_entry(p.r_tag, t))
-    return report(
-        src, "a put or get names remote tag " + std::to_string(p.r_tag) + ", not registered here");
+  if (!tag_entry(r_tag, t))
+    return report(src, std::string(what) + " names remote tag " + std::to_string(r_tag) +
+                           ", not registered here");
   __atomic_fetch_add(&stats.callbacks, 1, __ATOMIC_RELAXED);
-  t.fn(this, p.r_tag, p.r_data.data(), p.r_data.size(), src, t.data);
+  t.fn(this, r_tag, data, n, src, t.data);
 }
 
 // A bulk completion at the initiator: a put or get (rma_op) or a long active message's

@@ -46,11 +46,11 @@ inline uint64_t pack_callback(uint32_t r_tag, const void* data, size_t n) {
     bits |= uint64_t(static_cast<const unsigned char*>(data)[i]) << (8 * i);
   return bits;
 }
-// The bytes pack_callback put in `bits`; how many.
-inline size_t unpack_callback(uint64_t bits, unsigned char (&out)[packed_max]) {
-  const size_t n = size_t(bits >> 40) & 7;
+// The engine tag and bytes pack_callback put in `bits`; how many bytes.
+inline size_t unpack_callback(uint64_t bits, unsigned char (&out)[packed_max], uint32_t& r_tag) {
+  r_tag = uint32_t(bits >> 43) & 63;
   for (size_t i = 0; i < packed_max; ++i) out[i] = static_cast<unsigned char>(bits >> (8 * i));
-  return n;
+  return size_t(bits >> 40) & 7;
 }
 inline tag_t make_tag(msg_kind k, uint64_t low) {
   return tag_t(uint64_t(k) << 56 | (low & ((uint64_t(1) << 56) - 1)));
@@ -148,7 +148,7 @@ class weft_engine : public weft_engine_s {
   void on_announce(const status_t& s);
   void on_notification(const status_t& s);
   void on_local_done(const status_t& s);
-  void run_remote(int src, pairing& p);
+  void run_remote(int src, const char* what, uint32_t r_tag, void* data, size_t n);
   // drive.cpp
   int drain();
   void handle_am(const status_t& s);

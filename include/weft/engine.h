@@ -151,6 +151,9 @@ WEFT_C_API int weft_engine_can_serve(weft_engine_t engine);
 /* Counters of an engine, for benchmarks and tests. */
 typedef struct {
   uint64_t am_sent, am_received, puts, gets, puts_eager, deferred, callbacks, errors;
+  /* Weft engine: remote callbacks too long for their put's or get's notification (over 5
+     bytes), sent ahead in a message of their own. */
+  uint64_t announces;
 } weft_engine_stats_t;
 WEFT_C_API int weft_engine_get_stats(weft_engine_t engine, weft_engine_stats_t* stats);
 
