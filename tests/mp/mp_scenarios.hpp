@@ -33,6 +33,7 @@ int scenario_first_transfer();
 int scenario_no_defaults();
 int scenario_loaded();
 int scenario_mechanism();
+int scenario_busy_target();
 int scenario_peers_progress();
 int scenario_rma_burst();
 int scenario_blocking();

@@ -783,6 +783,7 @@ int main(int argc, char** argv) {
       {"no_defaults", scenario_no_defaults},
       {"loaded", scenario_loaded},
       {"mechanism", scenario_mechanism},
+      {"busy_target", scenario_busy_target},
       {"ahead", scenario_ahead},
       {"ahead_to_dead", scenario_ahead_to_dead},
       {"pieces", scenario_pieces},

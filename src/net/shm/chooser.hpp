@@ -80,6 +80,13 @@ class basic_chooser {
     }
     return p >= d ? First : Second;
   }
+  // How long a transfer of `size` bytes by `m` takes by its latest figure (util::ticks
+  // units); 0 while it has none.
+  uint64_t ticks_for(Mode m, size_t size) const {
+    util::lock_guard<util::spinlock> g(lock_);
+    const uint64_t rate = classes_[class_of(size)].m[m == Second].rate;
+    return rate ? uint64_t(size) * 1000 / rate : 0;
+  }
   // A transfer of `size` bytes by `m` starts: it counts towards the periods.
   void start(Mode m, size_t size) {
     util::lock_guard<util::spinlock> g(lock_);

@@ -253,6 +253,12 @@ class shm_device final : public device {
     return (size + piece - 1) / piece;
   }
 
+  // A transfer the chooser gives the pipeline (rendezvous data, or a put of a device whose
+  // puts it chooses) finds every channel taken: true when the oldest has been held 16 times
+  // longer than cross-memory attach would take to move `size` bytes to `p`. Its target
+  // computes instead of progressing; the transfer goes around the channels.
+  bool bypass_channels(const peer& p, size_t size) const;
+
   shm_context& ctx_;
   int index_;
   // This device's puts by the chooser's measured choice: WEFT_SHM_RMA=auto, or a device
@@ -264,6 +270,7 @@ class shm_device final : public device {
   segment own_;
   char* own_base_ = nullptr;
   char* own_channels_ = nullptr;
+  std::unique_ptr<std::atomic<uint64_t>[]> claimed_at_;  // util::ticks() of each channel's claim
   bell* own_bell_ = nullptr;
   std::vector<lane> own_lanes_;
   std::unique_ptr<lane_hold[]> holds_;        // one per own lane
@@ -275,7 +282,8 @@ class shm_device final : public device {
   util::spinlock gets_lock_;  // also guards puts_
   std::vector<pending_get> gets_;
   put_ring puts_;  // our inline puts, awaiting their acknowledgments
-  std::atomic<uint64_t> bytes_pipelined_{0}, bytes_cross_memory_{0}, bytes_streamed_{0};
+  std::atomic<uint64_t> bytes_pipelined_{0}, bytes_cross_memory_{0}, bytes_streamed_{0},
+      bypassed_{0};
   // Data of ours sent ahead that the target has neither accepted nor refused: at most
   // nchannels - 1 transfers, so that messages nobody receives yet never hold every channel.
   std::atomic<uint32_t> unaccepted_{0};
