@@ -2,7 +2,9 @@
 // The counting table of one rank: k-mer -> occurrences, written by every thread at once.
 // Shards by hash, each an open-addressing array under its own spinlock (a thread holds one
 // for a handful of probes; with thousands of shards two threads rarely meet), growing at
-// half full. Filled, then read once for the histogram.
+// half full. A shard's array is allocated by its first add, so that the threads touching the
+// table's gigabytes for the first time are the counting ones, in parallel, not the one that
+// built it. Filled, then read once for the histogram.
 #ifndef WEFT_APPS_KMER_TABLE_HPP
 #define WEFT_APPS_KMER_TABLE_HPP
 
@@ -22,9 +24,7 @@ class count_table {
  public:
   explicit count_table(size_t expected) : shards_(nshards) {
     const size_t per = expected / nshards * 2 + 16;
-    size_t cap = 16;
-    while (cap < per) cap *= 2;
-    for (shard& s : shards_) s.slots.assign(cap, slot{});
+    while (first_ < per) first_ *= 2;
   }
 
   // Adds `n` occurrences of `k` (hash h = kmer::hash(k)).
@@ -33,6 +33,7 @@ class count_table {
     for (int spins = 0; s.lock.test_and_set(std::memory_order_acquire);)
       if (++spins % 64 == 0)
         std::this_thread::yield();  // a holder descheduled: more threads than cores
+    if (s.slots.empty()) s.slots.assign(first_, slot{});
     if (2 * (s.used + 1) > s.slots.size()) grow(s);
     slot& e = find(s, k, h);
     if (!e.count) {
@@ -84,6 +85,7 @@ class count_table {
   }
 
   std::vector<shard> shards_;
+  size_t first_ = 16;  // a shard's first capacity (a power of two)
 };
 
 // One k-mer at its owner: pass 0 fills the filter; pass 1 counts it (every one with

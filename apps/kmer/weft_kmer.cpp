@@ -9,11 +9,13 @@
 // writes them in jellyfish histo's format.
 //   weftrun -n N weft-kmer -k K [--exact] [--threads T] [--buffer B] --histo OUT FILE.fq...
 #include <atomic>
-#include <barrier>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <mutex>
+#include <stdexcept>
+#include <string>
 #include <thread>
 #include <weft/weft.hpp>
 
@@ -42,6 +44,8 @@ struct job {
   std::mutex histo_lock;
   std::map<uint64_t, uint64_t> histo;
   std::atomic<int> histos{0};
+  std::atomic<int> arrived{0};  // the threads' barrier (team_wait)
+  std::atomic<uint32_t> generation{0};
   std::atomic<uint64_t> reads{0}, kmers{0};
 };
 job* g;
@@ -99,37 +103,87 @@ char* new_packet() {
 }
 
 // One thread's aggregation buffers, one per destination rank: packets when a buffer fits
-// in one (filled in place and sent without a copy into Weft's own), else plain memory.
+// in one (filled in place and sent without a copy into Weft's own), else plain memory sent
+// by rendezvous without waiting: up to `in_flight` buffers in transfer at once (as the MPI
+// version's Isends), each back in `spare` when its completion reaches `cq`.
 struct sender {
+  static constexpr size_t in_flight = 8;
   int phase = 0;
   bool packets = g->o.buffer <= g->eager;
-  std::vector<std::vector<char>> mem;
+  std::vector<std::unique_ptr<char[]>> mem;  // every plain buffer, for freeing
+  std::vector<char*> spare;                  // plain buffers neither filling nor in transfer
+  size_t sending = 0;                        // plain buffers in transfer
   std::vector<char*> bufs;
   std::vector<size_t> fill;
   weft::comp_t done = weft::alloc_sync();
-  sender() : mem(size_t(g->n)), bufs(size_t(g->n)), fill(size_t(g->n), batch_header) {
-    for (int d = 0; d < g->n; ++d) {
-      if (d == g->me) continue;
-      if (packets) {
-        bufs[d] = new_packet();
-      } else {
-        mem[d].resize(g->o.buffer);
-        bufs[d] = mem[d].data();
-      }
-    }
+  weft::comp_t cq = weft::alloc_cq();
+  sender() : bufs(size_t(g->n)), fill(size_t(g->n), batch_header) {
+    for (int d = 0; d < g->n; ++d)
+      if (d != g->me) bufs[d] = packets ? new_packet() : plain();
   }
   ~sender() {
     for (int d = 0; d < g->n; ++d)
       if (packets && d != g->me) weft::put_upacket(bufs[d]);
     weft::free_comp(&done);
+    weft::free_comp(&cq);
+  }
+
+  // Waits for the transfers still reading this thread's buffers (before they are freed).
+  void finish() {
+    while (sending) reclaim(true);
+  }
+  // A plain buffer to fill: a spare one, a new one while fewer than in_flight are in
+  // transfer, else the next whose transfer completes.
+  char* plain() {
+    reclaim(false);
+    while (spare.empty() && sending >= in_flight) reclaim(true);
+    if (spare.empty()) {
+      mem.push_back(std::make_unique<char[]>(g->o.buffer));
+      return mem.back().get();
+    }
+    char* b = spare.back();
+    spare.pop_back();
+    return b;
+  }
+  // Takes back the buffers whose transfers completed; `wait`: progresses until one does.
+  void reclaim(bool wait) {
+    for (;;) {
+      const weft::status_t s = weft::cq_pop(cq);
+      if (s.error.is_retry()) {  // none completed yet
+        if (!wait) return;
+        weft::progress();
+        continue;
+      }
+      if (!s.error.is_done())
+        throw std::runtime_error("a batch to rank " + std::to_string(s.rank) +
+                                 " failed: " + s.error.get_str());
+      spare.push_back(static_cast<char*>(s.user_context));
+      --sending;
+      wait = false;
+    }
+  }
+  // Posts a plain buffer's batch; true when Weft still reads it (a rendezvous in transfer).
+  bool post_plain(int dest) {
+    weft::status_t s;
+    while ((s = weft::post_am_x(dest, bufs[dest], fill[dest], cq, g->rc)
+                    .tag(tag_batch)
+                    .user_context(bufs[dest])())
+               .error.is_retry())
+      weft::progress();
+    return s.error.is_posted();
   }
 
   void flush(int dest) {
     if (fill[dest] == batch_header) return;
     const uint32_t ph = uint32_t(phase);
     std::memcpy(bufs[dest], &ph, 4);
-    send(dest, bufs[dest], fill[dest], tag_batch, done, packets);
-    if (packets) bufs[dest] = new_packet();
+    if (packets) {
+      send(dest, bufs[dest], fill[dest], tag_batch, done, true);
+      bufs[dest] = new_packet();
+    } else if (post_plain(dest)) {
+      ++sending;
+      bufs[dest] = plain();
+    }
     g->sent_to[phase][dest].fetch_add(1, std::memory_order_relaxed);
     fill[dest] = batch_header;
   }
@@ -170,18 +224,34 @@ bool phase_received(int phase) {
              g->announced[phase].load(std::memory_order_relaxed);
 }
 
-void worker(int t, std::barrier<>& sync) try {
+// Waits for every thread of this rank, serving what arrives meanwhile: a thread that has
+// read its share keeps handling the batches the others' reading sends it (a sleeping barrier
+// would leave them to the threads still reading, and hold back the peers' sends).
+void team_wait() {
+  const uint32_t gen = g->generation.load(std::memory_order_acquire);
+  if (g->arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == g->o.threads) {
+    g->arrived.store(0, std::memory_order_relaxed);
+    g->generation.store(gen + 1, std::memory_order_release);
+    return;
+  }
+  for (uint32_t idle = 0; g->generation.load(std::memory_order_acquire) == gen;)
+    if (!weft::progress().is_done() && ++idle % 64 == 0)
+      std::this_thread::yield();  // more threads than cores: let the readers run
+}
+
+void worker(int t) try {
   sender out;
   for (int phase = g->o.exact ? 1 : 0; phase < 2; ++phase) {
     out.phase = phase;
     produce(out, t);
-    sync.arrive_and_wait();  // every thread of this rank flushed
+    team_wait();  // every thread of this rank flushed
     if (t == 0) announce(phase, out.done);
     while (!phase_received(phase)) weft::progress();
-    sync.arrive_and_wait();
+    team_wait();
     if (t == 0) weft::barrier();  // every rank has every batch: the filter is complete
-    sync.arrive_and_wait();
+    team_wait();
   }
+  out.finish();
 } catch (const std::exception& e) {  // a malformed input: the peers see this rank die
   std::fprintf(stderr, "weft-kmer: rank %d: %s\n", g->me, e.what());
   std::fflush(stderr);
@@ -248,10 +318,9 @@ int main(int argc, char** argv) {
   const auto t0 = std::chrono::steady_clock::now();
   int rc = 0;
   {
-    std::barrier<> sync(j.o.threads);
     std::vector<std::thread> threads;
-    for (int t = 1; t < j.o.threads; ++t) threads.emplace_back(worker, t, std::ref(sync));
-    worker(0, sync);
+    for (int t = 1; t < j.o.threads; ++t) threads.emplace_back(worker, t);
+    worker(0);
     for (std::thread& t : threads) t.join();
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
