@@ -13,10 +13,13 @@ bench/results/kmer.md and docs/img/kmer_*.png (--quick: under build/kmer-bench).
   bench/kmer_bench.py [--build build] [--rounds 3] [--bytes 256e6] [--k 21] [--quick]
                       [--large] [--yield-when-idle]
                       [--hosts A,B,C --enter SCRIPT --iface BRIDGE --subnet CIDR]
-                      [--configs 1x16,2x8,4x4,16x1 --name kmer_16 --results DIR]
+                      [--configs 1x16,2x8,4x4,16x1 [--sweep-at 2x8] --name kmer_16 --results DIR]
+                      [--from-raw CSV]
 
---configs runs other ranks x threads (on a machine with more cores, without the sweep);
---name and --results name the outputs and put them all in one folder (bench/device_run.sh).
+--configs runs other ranks x threads (on a machine with more cores, without the sweep unless
+--sweep-at RxT names where); --name and --results name the outputs and put them all in one
+folder (bench/device_run.sh); --from-raw CSV makes the table and plots of a raw CSV (written
+after every run, so a run cut short by a time limit keeps what it measured).
 
 --large measures an input of a few GiB (2e9 bytes unless --bytes says otherwise) with the
 Bloom filter on (counting exactly, the table of every distinct k-mer would not fit beside
@@ -137,8 +140,16 @@ def main():
     ap.add_argument("--subnet", help="--hosts: the hosts' subnet (Open MPI's interface choice)")
     ap.add_argument("--configs", help="ranks x threads to run, e.g. 1x16,2x8,4x4,16x1 (a machine "
                     "with more cores; no buffer sweep); default 1x1,1x2,2x1,2x2 and the sweep")
+    ap.add_argument("--sweep-at", metavar="RxT",
+                    help="sweep the buffer on these ranks x threads (default 2x1; with --configs, "
+                         "no sweep unless given)")
+    ap.add_argument("--buffers", default="1,2,4,8,16,32,64", help="the sweep's buffers (KiB)")
+    ap.add_argument("--systems", help="only these, comma-separated (e.g. 'weft,mpich multiple'; "
+                    "jellyfish is one; default all)")
     ap.add_argument("--name", help="the outputs' name (default kmer, kmer_hosts, kmer_large)")
     ap.add_argument("--results", help="where the table and raw CSV go (default bench/results)")
+    ap.add_argument("--from-raw", metavar="CSV", help="run nothing: the table and plots from a raw "
+                    "CSV this script wrote (a borrowed machine's, or one cut short by its time limit)")
     a = ap.parse_args()
     a.bytes = a.bytes or ("2e9" if a.large else "256e6")
     name = a.name or ("kmer_hosts" if a.hosts else "kmer_large" if a.large else "kmer") + \
@@ -149,6 +160,8 @@ def main():
     a.img = a.results or (smoke if a.quick else os.path.join(ROOT, "docs", "img"))
     a.results = a.results or (smoke if a.quick else os.path.join(ROOT, "bench", "results"))
     os.makedirs(a.results, exist_ok=True)
+    if a.from_raw:
+        return report(read_raw(a.from_raw), a, None, name)
     if a.quick:
         a.rounds, a.bytes = 1, "32e6"
     work = os.path.join(a.build, "kmer-bench")
@@ -160,8 +173,8 @@ def main():
             subprocess.run([os.path.join(a.build, "apps", "kmer", "kmer-gen-reads")] + GEN +
                            ["--bytes", a.bytes], stdout=f, check=True)
     jf, truth = os.path.join(work, "j.jf"), os.path.join(work, "truth.histo")
-    subprocess.run(["jellyfish", "count", "-C", "-m", str(a.k), "-s", "100M", "-t", "2", "-o", jf,
-                    reads], check=True)
+    subprocess.run(["jellyfish", "count", "-C", "-m", str(a.k), "-s", "100M", "-t",
+                    str(max(2, os.cpu_count() or 2)), "-o", jf, reads], check=True)
     with open(truth, "w") as f:
         subprocess.run(["jellyfish", "histo", "-h", "100000000", jf], stdout=f, check=True)
     total = None
@@ -169,14 +182,30 @@ def main():
     mpis = ["%s %s" % (fl, m) for fl in ("mpich", "openmpi") for m in ("multiple", "funneled")
             if os.path.exists(os.path.join(a.build, "apps", "kmer", "mpi-kmer-" + fl))]
     systems = ["weft"] + (["weft ucx"] if a.hosts else []) + mpis
+    only = set(a.systems.split(",")) if a.systems else None
+    if only:
+        systems = [s for s in systems if s in only]
     configs = ([tuple(int(x) for x in c.split("x")) for c in a.configs.split(",")] if a.configs
                else [(3, 1), (3, 2)] if a.hosts else [(2, 1)] if a.large
                else [(1, 1), (1, 2), (2, 1), (2, 2)])
     plan = [(r, s, ranks, th, 8192) for r in range(1, a.rounds + 1) for ranks, th in configs
-            for s in systems + ["jellyfish"]]
-    if not a.quick and not a.hosts and not a.large and not a.configs:  # the buffer sweep, one round
-        plan += [(1, s, 2, 1, b * 1024) for b in (1, 2, 4, 8, 16, 32, 64) for s in systems]
+            for s in systems + (["jellyfish"] if not only or "jellyfish" in only else [])]
+    if a.sweep_at or not (a.quick or a.hosts or a.large or a.configs):  # the sweep, one round
+        sr, st = (int(x) for x in (a.sweep_at or "2x1").split("x"))
+        plan += [(1, s, sr, st, int(b) * 1024) for b in a.buffers.split(",") for s in systems]
     raw, start = [], time.time()
+    raw_csv = os.path.join(a.results, name + "_raw.csv")
+
+    def record(row):
+        """Keeps a row, and rewrites the raw CSV: a run cut short by a time limit keeps its rows
+        (--from-raw makes the table of them)."""
+        raw.append(dict(row, cores=os.cpu_count(),
+                        utc=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                        minutes=round((time.time() - start) / 60, 2)))
+        with open(raw_csv, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(raw[0].keys()))
+            w.writeheader()
+            w.writerows(raw)
 
     def app(system, ranks, th, buf, out):
         return (launch(system, ranks, a.build, a) + ["-k", str(a.k)] +
@@ -214,7 +243,7 @@ def main():
                 print("  %s: %s; its last output:\n%s" %
                       (status, "killed after %.0f s" % a.run_timeout if status == "hung"
                        else "not counted", "\n".join(stdout.splitlines()[-5:])), flush=True)
-                raw.append({"round": r, "system": system, "ranks": ranks, "threads": th,
+                record({"round": r, "system": system, "ranks": ranks, "threads": th,
                             "buffer": buf, "seconds": "", "kmers": "", "mkmers_per_s": "",
                             "flag_us": flag, "status": status})
                 continue
@@ -226,14 +255,23 @@ def main():
                     raise RuntimeError("%s %dx%d: %s" % (system, ranks, th, why))
             elif open(out).read() != open(truth).read():
                 raise RuntimeError("%s %dx%d: the histogram differs from jellyfish's" % (system, ranks, th))
-        raw.append({"round": r, "system": system, "ranks": ranks, "threads": th, "buffer": buf,
+        record({"round": r, "system": system, "ranks": ranks, "threads": th, "buffer": buf,
                     "seconds": round(secs, 3), "kmers": kmers, "mkmers_per_s": round(kmers / secs / 1e6, 3),
                     "flag_us": flag, "status": "ok"})
-    with open(os.path.join(a.results, name + "_raw.csv"), "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(raw[0].keys()))
-        w.writeheader()
-        w.writerows(raw)
     report(raw, a, time.time() - start, name)
+
+
+def read_raw(path):
+    """The rows of a raw CSV, typed as main() keeps them ('' for a run that did not finish)."""
+    rows = []
+    with open(path) as f:
+        for x in csv.DictReader(f):
+            for k in ("round", "ranks", "threads", "buffer", "kmers", "cores"):
+                x[k] = int(x[k]) if x.get(k) else x.get(k, "")
+            for k in ("seconds", "mkmers_per_s", "flag_us", "minutes"):
+                x[k] = float(x[k]) if x.get(k) else x.get(k, "")
+            rows.append(x)
+    return rows
 
 
 def histogram(path):
@@ -270,6 +308,11 @@ def unfinished(raw, **kw):
 
 
 def report(raw, a, seconds, name):
+    """The table (NAME.md) and plots; `seconds` None: from a raw CSV (its cores, date, length)."""
+    cores = raw[0].get("cores") or os.cpu_count()
+    when = raw[-1]["utc"] if seconds is None else time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    if seconds is None:
+        seconds = 60 * max(x["minutes"] or 0 for x in raw)
     systems = sorted({x["system"] for x in raw},
                      key=lambda s: (not s.startswith("weft"), s == "jellyfish", s))
     configs = sorted({(x["ranks"], x["threads"]) for x in raw if x["buffer"] == 8192})
@@ -282,14 +325,14 @@ def report(raw, a, seconds, name):
              "%d cores: more threads than %d oversubscribe them." %
              (a.rounds, a.bytes, a.k, " --hosts (3 namespace hosts over tcp)" if a.hosts else "",
               (" --large" if a.large else "") + (" --yield-when-idle" if a.yield_when_idle else ""),
-              time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), seconds / 60,
+              when, seconds / 60,
               statistics.median(flags), min(flags), max(flags), " ".join(GEN), a.bytes,
               max(x["kmers"] or 0 for x in raw),
               "the Bloom filter on (two passes over the input) for weft-kmer and mpi-kmer, every "
               "histogram keeping its rule against jellyfish's exact one (bins from 2 up equal, bin 1 "
               "at most jellyfish's); jellyfish counting exactly" if a.large else
-              "exact counting, every histogram equal to jellyfish's", os.cpu_count(),
-              os.cpu_count()) + " An untimed warm-up "
+              "exact counting, every histogram equal to jellyfish's", cores,
+              cores) + " An untimed warm-up "
              "run precedes the first timed run after jellyfish (the first process to touch "
              "gigabytes of fresh memory pays the virtual machine's first touch of them)." +
              " A run that outlived the run timeout was killed and is counted as hung, one that "
@@ -305,16 +348,20 @@ def report(raw, a, seconds, name):
                                                         buffer=8192)
         lines.append("| %d x %d | " % (ranks, th) + " | ".join(cell(s) for s in systems) +
                      " | %.2f | %.2f |" % (vals["weft"] / max(mpi) if mpi else float("nan"),
-                                           vals["weft"] / vals["jellyfish"]) +
+                                           vals["weft"] / vals.get("jellyfish", float("nan"))) +
                      (" %.2f |" % (vals["weft ucx"] / max(mpi) if mpi else float("nan")) if ucx else ""))
-    sweep = sorted({x["buffer"] for x in raw if x["buffer"] != 8192 or x["round"] == 1})
+    swept = [(x["ranks"], x["threads"]) for x in raw if x["buffer"] != 8192]
+    sr, st = swept[0] if swept else (2, 1)
+    sweep = sorted({x["buffer"] for x in raw if x["ranks"] == sr and x["threads"] == st and
+                    (x["buffer"] != 8192 or x["round"] == 1)})
     if len(sweep) > 1:
         ss = [s for s in systems if s != "jellyfish"]
-        lines += ["", "Aggregation buffer swept, 2 ranks x 1 thread (one round):", "",
+        lines += ["", "Aggregation buffer swept, %d ranks x %d thread%s (one round):" %
+                  (sr, st, "s" if st > 1 else ""), "",
                   "| buffer (KiB) | " + " | ".join(ss) + " |", "| --- " * (len(ss) + 1) + "|"]
         for b in sweep:
             lines.append("| %d | " % (b // 1024) + " | ".join(
-                "%.1f" % med(raw, system=s, ranks=2, threads=1, buffer=b, round=1) for s in ss) + " |")
+                "%.1f" % med(raw, system=s, ranks=sr, threads=st, buffer=b, round=1) for s in ss) + " |")
     text = "\n".join(lines) + "\n"
     with open(os.path.join(a.results, name + ".md"), "w") as f:
         f.write(text)
@@ -332,7 +379,7 @@ def report(raw, a, seconds, name):
                [med(raw, system=s, ranks=r, threads=t, buffer=8192) for r, t in configs], width, label=s)
     ax.set_xticks([c + 0.4 - width / 2 for c in range(len(configs))])
     ax.set_xticklabels(["%d x %d" % c for c in configs])
-    ax.set_xlabel("ranks x threads (%d cores)" % os.cpu_count())
+    ax.set_xlabel("ranks x threads (%d cores)" % cores)
     ax.set_ylabel("million k-mers / s")
     ax.set_title("k-mer counting, k = %d, %s%s" % (a.k, "%s bytes, Bloom filter" % a.bytes if a.large
                                                    else "exact", ", 3 hosts over tcp" if a.hosts else ""))
@@ -342,16 +389,17 @@ def report(raw, a, seconds, name):
     if len(sweep) > 1:
         fig, ax = plt.subplots(figsize=(7, 4.2))
         for s in [s for s in systems if s != "jellyfish"]:
-            ax.plot([b / 1024 for b in sweep], [med(raw, system=s, ranks=2, threads=1, buffer=b, round=1)
-                                                for b in sweep], marker="o", label=s)
+            ax.plot([b / 1024 for b in sweep], [med(raw, system=s, ranks=sr, threads=st, buffer=b,
+                                                    round=1) for b in sweep], marker="o", label=s)
         ax.set_xscale("log", base=2)
         ax.set_xlabel("aggregation buffer (KiB)")
         ax.set_ylabel("million k-mers / s")
-        ax.set_title("k-mer counting, 2 ranks x 1 thread")
+        ax.set_title("k-mer counting, %d ranks x %d thread%s (%d cores)" %
+                     (sr, st, "s" if st > 1 else "", cores))
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7)
         fig.tight_layout()
-        fig.savefig(os.path.join(a.img, "kmer_buffer.png"), dpi=110)
+        fig.savefig(os.path.join(a.img, name + "_buffer.png"), dpi=110)
 
 
 if __name__ == "__main__":
