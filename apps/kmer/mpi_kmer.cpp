@@ -41,6 +41,7 @@ struct job {
   std::atomic<uint64_t> received[2]{}, announced[2]{}, ends[2]{};
   std::atomic<uint64_t> sent_to[2][1024]{};
   std::atomic<uint64_t> reads{0}, kmers{0};
+  std::map<uint64_t, uint64_t> mine;  // this rank's histogram (count_table::histogram)
   // funneled: full buffers waiting for thread 0, and empty ones to reuse
   std::mutex q_lock;
   std::vector<std::pair<int, std::vector<char>>> outq;
@@ -261,6 +262,7 @@ void worker(int t) try {
     team_wait(c.get(), t);
   }
   team_wait(c.get(), t);  // nobody serves any more: the receives can go
+  g->table->histogram(&g->mine, size_t(t), size_t(g->o.threads));  // this thread's share
 } catch (const std::exception& e) {
   std::fprintf(stderr, "mpi-kmer: rank %d: %s\n", g->me, e.what());
   std::fflush(stderr);
@@ -269,7 +271,7 @@ void worker(int t) try {
 
 std::map<uint64_t, uint64_t> gather_histogram() {
   std::vector<uint64_t> flat;
-  for (const auto& [c, k] : g->table->histogram()) flat.insert(flat.end(), {c, k});
+  for (const auto& [c, k] : g->mine) flat.insert(flat.end(), {c, k});
   int len = int(flat.size());
   std::vector<int> lens(size_t(g->n)), at(size_t(g->n));
   MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);

@@ -43,6 +43,7 @@ struct job {
   std::atomic<uint64_t> sent_to[2][1024]{};  // batches each phase, per destination (<= 1024 ranks)
   std::mutex histo_lock;
   std::map<uint64_t, uint64_t> histo;
+  std::map<uint64_t, uint64_t> mine;  // this rank's histogram (count_table::histogram)
   std::atomic<int> histos{0};
   std::atomic<int> arrived{0};  // the threads' barrier (team_wait)
   std::atomic<uint32_t> generation{0};
@@ -252,6 +253,7 @@ void worker(int t) try {
     team_wait();
   }
   out.finish();
+  g->table->histogram(&g->mine, size_t(t), size_t(g->o.threads));  // this thread's share
 } catch (const std::exception& e) {  // a malformed input: the peers see this rank die
   std::fprintf(stderr, "weft-kmer: rank %d: %s\n", g->me, e.what());
   std::fflush(stderr);
@@ -260,7 +262,7 @@ void worker(int t) try {
 
 // Rank 0 gathers every rank's histogram and writes it.
 bool gather_histogram() {
-  std::map<uint64_t, uint64_t> mine = g->table->histogram();
+  const std::map<uint64_t, uint64_t>& mine = g->mine;
   weft::comp_t done = weft::alloc_sync();
   if (g->me != 0) {
     std::vector<uint64_t> flat;
