@@ -562,14 +562,16 @@ bool shm_device::stream_out(int rank, const void* src, size_t size, uint64_t rem
                         : self || size == 0 ? put_mode::cma
                         : !data             ? rma_mechanism()
                                             : ctx_.config().mode;
-  if (mode == put_mode::cma) {
-    if (timed) timed->start(mode, size);
+  // By cross-memory attach, its time told to the chooser when it chose.
+  auto by_cma = [&] {
+    if (timed) timed->start(put_mode::cma, size);
     const uint64_t t0 = timed ? util::ticks() : 0;
     direct_access(true, rank, const_cast<void*>(src), size, remote_addr, k, note, note_len, ctx,
                   data);
-    if (timed) timed->record(mode, size, util::ticks() - t0);
+    if (timed) timed->record(put_mode::cma, size, util::ticks() - t0);
     return true;
-  }
+  };
+  if (mode == put_mode::cma) return by_cma();
   put_start_msg m{remote_addr, size, k.key, k.generation, 0, 0, uint16_t(note_len), kind, {},
                   0,           0,    0};
   if (note_len) memcpy(m.note, note, note_len);
@@ -579,14 +581,10 @@ bool shm_device::stream_out(int rank, const void* src, size_t size, uint64_t rem
   m.timed = timed != nullptr || store_timed;
   m.stores = uint8_t(store);
   if (!start_stream(rank, m)) {
+    // No channel, and the oldest held by a target that computes: around them (the header).
     if (m.channel != geo_.nchannels || !timed || !bypass_channels(p, size)) return false;
-    timed->start(put_mode::cma, size);  // every channel stalled: around them (see the header)
-    const uint64_t t0 = util::ticks();
-    direct_access(true, rank, const_cast<void*>(src), size, remote_addr, k, note, note_len, ctx,
-                  data);
-    timed->record(put_mode::cma, size, util::ticks() - t0);
     bypassed_.fetch_add(1, std::memory_order_relaxed);
-    return true;
+    return by_cma();
   }
   if (timed) timed->start(mode, size);
   if (store_timed) p.stores.start(store, size);
