@@ -5,6 +5,7 @@
 #ifndef WEFT_APPS_KMER_COMMON_HPP
 #define WEFT_APPS_KMER_COMMON_HPP
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -83,6 +84,28 @@ inline mer_t get_key(const char* at, size_t kb) {
   return key;
 }
 constexpr size_t batch_header = 8;
+
+// The threads of one rank meeting: each waits until all `nthreads` have arrived, calling
+// spin() meanwhile. Both programs serve their arrivals there, so that a thread that has read
+// its share keeps handling the batches the others' reading sends it (a sleeping barrier
+// would leave them to the threads still reading, and hold back the peers' sends).
+class team_barrier {
+ public:
+  template <class Spin>
+  void wait(int nthreads, Spin&& spin) {
+    const uint32_t gen = generation_.load(std::memory_order_acquire);
+    if (arrived_.fetch_add(1, std::memory_order_acq_rel) + 1 == nthreads) {
+      arrived_.store(0, std::memory_order_relaxed);  // seen by whoever sees the new generation
+      generation_.store(gen + 1, std::memory_order_release);
+      return;
+    }
+    while (generation_.load(std::memory_order_acquire) == gen) spin();
+  }
+
+ private:
+  std::atomic<int> arrived_{0};
+  std::atomic<uint32_t> generation_{0};
+};
 
 // Writes "count number" lines, ascending (jellyfish histo's format); false on a write error.
 bool write_histogram(const std::string& path, const std::map<uint64_t, uint64_t>& h);

@@ -46,7 +46,7 @@ struct job {
   std::mutex q_lock;
   std::vector<std::pair<int, std::vector<char>>> outq;
   std::vector<std::vector<char>> spare;
-  std::atomic<int> arrived{0}, generation{0};  // the team barrier
+  team_barrier team;
 };
 job* g;
 
@@ -203,17 +203,11 @@ struct sender {
 
 // Waits for every thread of this rank; the MPI-calling ones keep serving meanwhile.
 void team_wait(comm* c, int t) {
-  const int gen = g->generation.load(std::memory_order_acquire);
-  if (g->arrived.fetch_add(1) + 1 == g->o.threads) {
-    g->arrived.store(0);
-    g->generation.fetch_add(1, std::memory_order_release);
-    return;
-  }
-  while (g->generation.load(std::memory_order_acquire) == gen) {
+  g->team.wait(g->o.threads, [&] {
     if (c) c->serve();
     if (c && t == 0 && g->funneled) pump(*c);
     if (!c) std::this_thread::yield();
-  }
+  });
 }
 
 void produce(sender& out, int t) {

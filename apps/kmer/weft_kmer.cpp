@@ -45,8 +45,7 @@ struct job {
   std::map<uint64_t, uint64_t> histo;
   std::map<uint64_t, uint64_t> mine;  // this rank's histogram (count_table::histogram)
   std::atomic<int> histos{0};
-  std::atomic<int> arrived{0};  // the threads' barrier (team_wait)
-  std::atomic<uint32_t> generation{0};
+  team_barrier team;
   std::atomic<uint64_t> reads{0}, kmers{0};
 };
 job* g;
@@ -225,19 +224,13 @@ bool phase_received(int phase) {
              g->announced[phase].load(std::memory_order_relaxed);
 }
 
-// Waits for every thread of this rank, serving what arrives meanwhile: a thread that has
-// read its share keeps handling the batches the others' reading sends it (a sleeping barrier
-// would leave them to the threads still reading, and hold back the peers' sends).
+// Waits for every thread of this rank, progressing meanwhile (team_barrier).
 void team_wait() {
-  const uint32_t gen = g->generation.load(std::memory_order_acquire);
-  if (g->arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == g->o.threads) {
-    g->arrived.store(0, std::memory_order_relaxed);
-    g->generation.store(gen + 1, std::memory_order_release);
-    return;
-  }
-  for (uint32_t idle = 0; g->generation.load(std::memory_order_acquire) == gen;)
+  uint32_t idle = 0;
+  g->team.wait(g->o.threads, [&] {
     if (!weft::progress().is_done() && ++idle % 64 == 0)
       std::this_thread::yield();  // more threads than cores: let the readers run
+  });
 }
 
 void worker(int t) try {
