@@ -49,15 +49,19 @@ void send_batch(weft::comp_t cq, weft::rcomp_t rc, size_t first, size_t n) {
   }
 }
 
-// Rank 1: takes what arrived, checking each message; returns how many.
-size_t take(weft::comp_t cq) {
+// Rank 1: takes what arrived, checking each message (from rank 0, whole, each index once:
+// `seen`); returns how many.
+size_t take(weft::comp_t cq, std::vector<bool>& seen) {
   using namespace mp;
   size_t n = 0;
   for (weft::status_t s; !(s = weft::cq_pop(cq)).error.is_retry(); ++n) {
     CHECK(s.error.is_done());
+    CHECK_EQ(s.rank, 0);
     CHECK_EQ(s.size, kSize);
     size_t idx = 0;
     std::memcpy(&idx, s.buf, sizeof(idx));
+    CHECK(idx < seen.size() && !seen[idx]);
+    if (idx < seen.size()) seen[idx] = true;
     CHECK_EQ(verify(static_cast<char*>(s.buf) + 8, kSize - 8, idx), SIZE_MAX);
     std::free(s.buf);
   }
@@ -80,11 +84,12 @@ int scenario_busy_target() {
   weft::comp_t cq = weft::alloc_cq();
   weft::rcomp_t rc = weft::register_rcomp(cq);
   weft::device_t dev = weft::get_default_device();
+  std::vector<bool> seen(kWarm + kBusy);
   if (me == 0) {
     send_batch(cq, rc, 0, kWarm);
   } else {
     deadline d;
-    for (size_t got = 0; got < kWarm; got += take(cq)) {
+    for (size_t got = 0; got < kWarm; got += take(cq, seen)) {
       weft::progress();
       d.check("the first batch");
     }
@@ -97,7 +102,7 @@ int scenario_busy_target() {
     send_batch(cq, rc, kWarm, kBusy);
   } else {
     deadline d;
-    for (size_t got = 0; got < kBusy; got += take(cq)) {
+    for (size_t got = 0; got < kBusy; got += take(cq, seen)) {
       weft::progress();
       spin_for(0.002);
       d.check("the second batch");
