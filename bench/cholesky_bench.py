@@ -101,24 +101,35 @@ def main():
     ap.add_argument("--subnet", help="--hosts: the hosts' subnet")
     ap.add_argument("--report-only", action="store_true",
                     help="rewrite the summary and plots from the recorded raw CSV, running nothing")
+    ap.add_argument("--ranks", type=int, help="ranks on this machine (default 2; 3 with --hosts)")
+    ap.add_argument("--grids", help="only these grids, comma-separated (default every grid)")
+    ap.add_argument("--systems", help="only these, comma-separated (names as in the table)")
+    ap.add_argument("--name", help="the outputs' name (default cholesky, cholesky_bound, ...)")
+    ap.add_argument("--results", help="where the table, raw CSV and plots go (default "
+                    "bench/results and docs/img)")
     a = ap.parse_args()
-    name = ("cholesky_hosts" if a.hosts else "cholesky") + ("_bound" if a.bind == "core" else "")
-    out_dir = os.path.join(a.build, "cholesky-bench")
+    name = a.name or ("cholesky_hosts" if a.hosts else "cholesky") + ("_bound" if a.bind == "core" else "")
+    out_dir = a.results or os.path.join(a.build, "cholesky-bench")
     os.makedirs(out_dir, exist_ok=True)
-    a.results = out_dir if a.quick else os.path.join(ROOT, "bench", "results")
-    a.img = out_dir if a.quick else os.path.join(ROOT, "docs", "img")
+    a.results = out_dir if a.quick or a.results else os.path.join(ROOT, "bench", "results")
+    a.img = out_dir if a.quick or a.results else os.path.join(ROOT, "docs", "img")
     if a.quick:
         a.rounds, a.n, a.tiles = 1, 2048, "256,128"
-    ranks = 3 if a.hosts else 2
+    ranks = 3 if a.hosts else a.ranks or 2
     tiles = [int(t) for t in a.tiles.split(",")]
     if a.report_only:
         return report_from_csv(a, name, ranks)
-    systems = [s for s in SYSTEMS
-               if os.path.exists(os.path.join(a.build, "apps", "cholesky", SYSTEMS[s][0]))]
+    wanted = a.systems.split(",") if a.systems else list(SYSTEMS)
+    unknown = [s for s in wanted if s not in SYSTEMS]
+    if unknown:
+        ap.error("--systems: unknown %s (known: %s)" % (", ".join(unknown), ", ".join(SYSTEMS)))
+    systems = [s for s in SYSTEMS if s in wanted and
+               os.path.exists(os.path.join(a.build, "apps", "cholesky", SYSTEMS[s][0]))]
+    a.grid_list = a.grids.split(",") if a.grids else grids(ranks)
     # "one rank": the Weft engine's program on a single rank (no flows), whose GFLOP/s times
     # the cores the ranks have is the ceiling a perfect engine would reach.
     plan = [(r, s, g, b) for r in range(1, a.rounds + 1) for b in tiles
-            for s, g in [(s, g) for g in grids(ranks) for s in systems] +
+            for s, g in [(s, g) for g in a.grid_list for s in systems] +
             ([] if a.hosts else [("one rank", "1x1")])]
     raw, start = [], time.time()
     for i, (r, system, grid, b) in enumerate(plan):
@@ -137,7 +148,7 @@ def main():
         secs, stdout = timed(cmd, env, a.run_timeout)
         row = {"round": r, "system": system, "grid": grid, "n": a.n, "b": b, "seconds": "",
                "gflops": "", "latency_p50_us": "", "latency_p99_us": "", "flag_us": flag,
-               "hung": 0}
+               "hung": 0, "cores": os.cpu_count()}
         res = [dict(f.split("=", 1) for f in line.split()[1:]) for line in stdout.splitlines()
                if line.startswith("RESULT")]
         if secs is None:
@@ -154,10 +165,11 @@ def main():
             for k in ("seconds", "gflops", "latency_p50_us", "latency_p99_us"):
                 row[k] = float(res[0].get(k, "nan"))
         raw.append(row)
-    with open(os.path.join(a.results, name + "_raw.csv"), "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(raw[0].keys()))
-        w.writeheader()
-        w.writerows(raw)
+        # Rewritten after every run: a run cut short by its time limit keeps its rows.
+        with open(os.path.join(a.results, name + "_raw.csv"), "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(raw[0].keys()))
+            w.writeheader()
+            w.writerows(raw)
     report(raw, a, time.time() - start, name, systems, tiles, ranks)
 
 
@@ -167,7 +179,8 @@ def report_from_csv(a, name, ranks):
     with open(os.path.join(a.results, name + "_raw.csv")) as f:
         raw = list(csv.DictReader(f))
     for x in raw:
-        for k in ("round", "n", "b", "hung"):
+        x.setdefault("cores", 2)  # rows from before the column: this 2-core machine
+        for k in ("round", "n", "b", "hung", "cores"):
             x[k] = int(x[k])
         for k in ("seconds", "gflops", "latency_p50_us", "latency_p99_us", "flag_us"):
             x[k] = float(x[k]) if x[k] != "" else ""
@@ -197,25 +210,28 @@ def best_config(raw, systems, b):
 
 def report(raw, a, seconds, name, systems, tiles, ranks):
     flags = [x["flag_us"] for x in raw]
+    a.cores = int(raw[0]["cores"])
+    used = sorted({x["grid"] for x in raw if x["system"] != "one rank"})
     hung = sum(1 for x in raw if x["gflops"] == "")
     hung_after = sum(1 for x in raw if x["hung"] and x["gflops"] != "")
     took = "in %.1f min" % (seconds / 60) if seconds else "(this summary rewritten by --report-only)"
-    lines = ["Generated by `bench/cholesky_bench.py --rounds %d --n %d --tiles %s --reps %d%s%s` on %s "
+    lines = ["Generated by `bench/cholesky_bench.py --rounds %d --n %d --tiles %s --reps %d%s%s%s` on %s "
              "%s; flag probe median %.3f us (range %.3f .. %.3f). GFLOP/s of the median of "
              "%d factorizations per run, medians over rounds, each system at its best grid for the "
              "tile size (grids %s). %d ranks, one worker / one BLAS thread per rank%s.%s" %
              (a.rounds, a.n, a.tiles, a.reps, " --hosts (3 namespace hosts over tcp)" if a.hosts else "",
+              " --ranks %d --grids %s" % (ranks, ",".join(used)) if ranks != (3 if a.hosts else 2) else "",
               " --bind core" if getattr(a, "bind", "none") == "core" else "",
               time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(getattr(a, "when", None))), took,
-              statistics.median(flags), min(flags), max(flags), a.reps, ", ".join(grids(ranks)), ranks,
-              " (the hosts share this machine's 2 cores)" if a.hosts else " on 2 cores",
+              statistics.median(flags), min(flags), max(flags), a.reps, ", ".join(used), ranks,
+              " (the hosts share this machine's 2 cores)" if a.hosts else " on %d cores" % a.cores,
               (" %d runs hung before their figures (killed, left out)." % hung if hung else "") +
               (" %d runs printed their figures, then hung on the way out (killed; figures kept): %s." %
                (hung_after, ", ".join(sorted({x["system"] for x in raw if x["hung"] and x["gflops"] != ""})))
                if hung_after else "")), "",
              "| tile / block size | " + " | ".join(systems) + " |", "| --- " * (len(systems) + 1) + "|"]
     per_b = {b: best_config(raw, systems, b) for b in tiles}
-    cores = min(ranks, os.cpu_count() or ranks)
+    cores = min(ranks, a.cores)
     ceiling = {b: cores * med(raw, system="one rank", b=b) for b in tiles}
     if not a.hosts:
         lines[-2] += " ceiling (%d x one rank) |" % cores
@@ -251,7 +267,7 @@ def report(raw, a, seconds, name, systems, tiles, ranks):
     for b in tiles:
         cells = []
         for s in lat:
-            g = per_b[b].get(s, (0, grids(ranks)[0]))[1]
+            g = per_b[b].get(s, (0, used[0]))[1]
             cells.append("%.0f / %.0f" % (med(raw, "latency_p50_us", system=s, grid=g, b=b),
                                           med(raw, "latency_p99_us", system=s, grid=g, b=b)))
         lines.append("| %d | " % b + " | ".join(cells) + " |")
@@ -259,17 +275,17 @@ def report(raw, a, seconds, name, systems, tiles, ranks):
     with open(os.path.join(a.results, name + ".md"), "w") as f:
         f.write(text)
     print(text)
-    plot(raw, a, name, systems, tiles, per_b, lat, None if a.hosts else ceiling)
+    plot(raw, a, name, systems, tiles, per_b, lat, None if a.hosts else ceiling, ranks, used)
 
 
-def plot(raw, a, name, systems, tiles, per_b, lat, ceiling):
+def plot(raw, a, name, systems, tiles, per_b, lat, ceiling, ranks, used):
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
         return
-    where = ", 3 hosts over tcp" if a.hosts else ", 2 ranks on 2 cores"
+    where = ", 3 hosts over tcp" if a.hosts else ", %d ranks on %d cores" % (ranks, a.cores)
 
     def figure(curves, extra, ylabel, title, log_y, out):
         """One plot against tile size, large to small as the seed's Figure 4: `curves` maps a
@@ -293,12 +309,12 @@ def plot(raw, a, name, systems, tiles, per_b, lat, ceiling):
     def draw_ceiling(ax):
         if ceiling:
             ax.plot(tiles, [ceiling[b] for b in tiles], color="black", linestyle=":",
-                    label="ceiling: %d x one rank" % min(2, os.cpu_count() or 2))
+                    label="ceiling: %d x one rank" % min(ranks, a.cores))
 
     figure({s: [per_b[b].get(s, (float("nan"),))[0] for b in tiles] for s in systems},
            draw_ceiling, "GFLOP/s (best grid)", "Cholesky, N = %d" % a.n, False, "_gflops.png")
     figure({s: [med(raw, "latency_p50_us", system=s, b=b,
-                    grid=per_b[b].get(s, (0, grids(2 if not a.hosts else 3)[0]))[1]) for b in tiles]
+                    grid=per_b[b].get(s, (0, used[0]))[1]) for b in tiles]
             for s in lat}, lambda ax: None, "tile flow latency p50 (us)",
            "ACTIVATE sent -> tile arrived, N = %d" % a.n, True, "_latency.png")
 

@@ -1,14 +1,17 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
-# Runs a benchmark with what bench/device_pack.sh packed into .dev/, on a machine that has
-# neither (results go to $OUT, default /tmp/out):
+# Runs a benchmark with what bench/device_pack.sh packed into .dev/ (or .dev.tar.xz), on a
+# machine that has neither Weft's build nor an MPI (results go to $OUT, default /tmp/out):
 #   bash bench/device_run.sh scaling [bench/scaling.py arguments]
 #   bash bench/device_run.sh kmer [bench/kmer_bench.py arguments, e.g. --configs 1x16,16x1]
+#   bash bench/device_run.sh cholesky [bench/cholesky_bench.py arguments, e.g. --ranks 16]
 # LIMIT (seconds, default 420) bounds the run; scaling.py keeps its finished rounds.
 set -o pipefail
 what=${1:-scaling}
 shift
 D=$PWD/.dev
+# What bench/device_pack.sh packed, carried compressed: unpacked afresh on every call.
+if [ -f .dev.tar.xz ]; then rm -rf "$D" && tar xJf .dev.tar.xz || exit 1; fi
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH=$D/lib:$D/build PATH=$D/bin:$PATH UCX_MODULE_DIR=$D/lib/ucx PYTHONUNBUFFERED=1
@@ -23,6 +26,7 @@ timeout 60 mpiexec.mpich -n 2 -bind-to none "$D/build/bench/bench_mpich" rate --
 case $what in
   scaling) cmd=(python3 bench/scaling.py --build "$D/build" --out "$OUT" --no-doc) ;;
   kmer) cmd=(python3 bench/kmer_bench.py --build "$D/build" --results "$OUT" --name kmer_device) ;;
-  *) echo "usage: bench/device_run.sh scaling|kmer [arguments]"; exit 2 ;;
+  cholesky) cmd=(python3 bench/cholesky_bench.py --build "$D/build" --results "$OUT" --name cholesky_device) ;;
+  *) echo "usage: bench/device_run.sh scaling|kmer|cholesky [arguments]"; exit 2 ;;
 esac
 timeout "${LIMIT:-420}" "${cmd[@]}" "$@" 2>&1 | tee "$OUT/log_$what"
