@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
+# The benchmark scripts' tables made again from recorded raw data, as a session does with a
+# lent machine's CSV (bench/kmer_bench.py --from-raw, bench/cholesky_bench.py
+# --report-only): each must reproduce the rows and ratios recorded in bench/results.
+#   bench_reports.sh WEFTRUN MP_TEST SOURCE_DIR BUILD_DIR
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/common.sh"
+src=$3
+build=$4
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+py=python3
+[ -x /usr/bin/python3 ] && py=/usr/bin/python3  # Debian's, with matplotlib
+has() {  # file, exact line
+  grep -qxF -- "$2" "$1" || { cat "$1"; fail "$(basename "$1"): no line '$2'"; }
+}
+
+"$py" "$src/bench/kmer_bench.py" --from-raw "$src/bench/results/kmer_device_rerun_raw.csv" \
+  --name k --rounds 2 --results "$tmp" --build "$build" >"$tmp/k.out" 2>&1 ||
+  { cat "$tmp/k.out"; fail "kmer_bench.py --from-raw failed"; }
+has "$tmp/k.md" "| 16 x 1 | 77.5 | 69.6 | 69.8 | 32.3 | 1.11 | 2.40 |"
+has "$tmp/k.md" "| 64 | 48.8 | 18.8 | 50.7 |"
+grep -qF "8 x 2 1.11, 1.02 (ahead in 2 of 2)" "$tmp/k.md" || { cat "$tmp/k.md"; fail "k-mer: no ratios per round"; }
+pass "kmer_bench.py --from-raw: the 16-core table and its ratios per round"
+
+cp "$src/bench/results/cholesky_device_raw.csv" "$tmp/c_raw.csv"
+"$py" "$src/bench/cholesky_bench.py" --report-only --results "$tmp" --name c --ranks 16 --reps 2 \
+  --bind core --build "$build" >"$tmp/c.out" 2>&1 ||
+  { cat "$tmp/c.out"; fail "cholesky_bench.py --report-only failed"; }
+has "$tmp/c.md" "| 64 | 285.6 (4x4) | 240.5 (4x4) | 221.0 (4x4) | 279.3 (4x4) | 560.3 |"
+has "$tmp/c.md" "Weft engine / MPI engine at the best tile size of each: **0.96** (target > 1)."
+grep -qF "16 ranks, one worker / one BLAS thread per rank on 16 cores" "$tmp/c.md" ||
+  { cat "$tmp/c.md"; fail "Cholesky: the machine's ranks and cores are not stated"; }
+pass "cholesky_bench.py --report-only: the 16-core table, its ceiling and ratios"
