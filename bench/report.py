@@ -507,7 +507,10 @@ def kmer():
                      "![aggregation buffer](img/kmer_buffer.png)", "",
                      "On the lent 16-core machine (2 x 8 to 16 x 1, MPICH and jellyfish; `bench/device_run.sh "
                      "kmer`): Weft 1.02-1.11x the better MPI version on every row, 1.55-2.4x jellyfish: "
-                     "[kmer.md](kmer.md#on-16-cores-the-lent-machine).", ""])
+                     "[kmer.md](kmer.md#on-16-cores-the-lent-machine). The communicating rows here over four "
+                     "rounds in a slow phase (`bench/results/kmer_comm.md`): Weft 1.11-1.20x the best MPI "
+                     "version, ahead in 8 of 12 rounds: [kmer.md](kmer.md#the-communicating-rows-again-four-rounds).",
+                     ""])
 
 
 
