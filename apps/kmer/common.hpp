@@ -107,6 +107,16 @@ class team_barrier {
   std::atomic<uint32_t> generation_{0};
 };
 
+using histogram_t = std::map<uint64_t, uint64_t>;  // count -> distinct k-mers seen that often
+
+// The sum of histograms (the parts a rank's threads counted, count_table::histogram).
+inline histogram_t sum_histograms(const std::vector<histogram_t>& parts) {
+  histogram_t h;
+  for (const histogram_t& p : parts)
+    for (const auto& [c, k] : p) h[c] += k;
+  return h;
+}
+
 // Writes "count number" lines, ascending (jellyfish histo's format); false on a write error.
 bool write_histogram(const std::string& path, const std::map<uint64_t, uint64_t>& h);
 

@@ -41,7 +41,7 @@ struct job {
   std::atomic<uint64_t> received[2]{}, announced[2]{}, ends[2]{};
   std::atomic<uint64_t> sent_to[2][1024]{};
   std::atomic<uint64_t> reads{0}, kmers{0};
-  std::map<uint64_t, uint64_t> mine;  // this rank's histogram (count_table::histogram)
+  std::vector<histogram_t> parts;  // this rank's histogram, the part each thread counted
   // funneled: full buffers waiting for thread 0, and empty ones to reuse
   std::mutex q_lock;
   std::vector<std::pair<int, std::vector<char>>> outq;
@@ -256,7 +256,7 @@ void worker(int t) try {
     team_wait(c.get(), t);
   }
   team_wait(c.get(), t);  // nobody serves any more: the receives can go
-  g->table->histogram(&g->mine, size_t(t), size_t(g->o.threads));  // this thread's share
+  g->parts[size_t(t)] = g->table->histogram(size_t(t), size_t(g->o.threads));
 } catch (const std::exception& e) {
   std::fprintf(stderr, "mpi-kmer: rank %d: %s\n", g->me, e.what());
   std::fflush(stderr);
@@ -265,7 +265,7 @@ void worker(int t) try {
 
 std::map<uint64_t, uint64_t> gather_histogram() {
   std::vector<uint64_t> flat;
-  for (const auto& [c, k] : g->mine) flat.insert(flat.end(), {c, k});
+  for (const auto& [c, k] : sum_histograms(g->parts)) flat.insert(flat.end(), {c, k});
   int len = int(flat.size());
   std::vector<int> lens(size_t(g->n)), at(size_t(g->n));
   MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
@@ -319,6 +319,7 @@ int main(int argc, char** argv) {
   for (const auto& f : j.files) bytes += f->size();
   const size_t bases = bytes / 2;
   j.table = std::make_unique<count_table>(bases / size_t(j.n) / 4);
+  j.parts.resize(size_t(j.o.threads));
   if (!j.o.exact)
     j.bloom = std::make_unique<bloom2>(j.o.bloom_bits ? j.o.bloom_bits : 2 * bases / size_t(j.n));
   MPI_Barrier(MPI_COMM_WORLD);

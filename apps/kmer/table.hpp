@@ -12,7 +12,6 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -46,14 +45,13 @@ class count_table {
   }
 
   // count -> number of distinct k-mers seen that many times, over part `part` of `nparts`
-  // of the shards (after filling; the parts may be counted by threads at once), added to *h.
-  void histogram(std::map<uint64_t, uint64_t>* h, size_t part = 0, size_t nparts = 1) const {
-    std::map<uint64_t, uint64_t> mine;
+  // of the shards (after filling; threads may count the parts at once: sum_histograms).
+  std::map<uint64_t, uint64_t> histogram(size_t part = 0, size_t nparts = 1) const {
+    std::map<uint64_t, uint64_t> h;
     for (size_t i = part * nshards / nparts; i < (part + 1) * nshards / nparts; ++i)
       for (const slot& e : shards_[i].slots)
-        if (e.count) ++mine[e.count];
-    std::lock_guard<std::mutex> l(histo_lock_);
-    for (const auto& [c, k] : mine) (*h)[c] += k;
+        if (e.count) ++h[e.count];
+    return h;
   }
 
   size_t distinct() const {
@@ -88,8 +86,7 @@ class count_table {
   }
 
   std::vector<shard> shards_;
-  mutable std::mutex histo_lock_;  // histogram's merge
-  size_t first_ = 16;              // a shard's first capacity (a power of two)
+  size_t first_ = 16;  // a shard's first capacity (a power of two)
 };
 
 // One k-mer at its owner: pass 0 fills the filter; pass 1 counts it (every one with

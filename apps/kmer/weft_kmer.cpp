@@ -43,7 +43,7 @@ struct job {
   std::atomic<uint64_t> sent_to[2][1024]{};  // batches each phase, per destination (<= 1024 ranks)
   std::mutex histo_lock;
   std::map<uint64_t, uint64_t> histo;
-  std::map<uint64_t, uint64_t> mine;  // this rank's histogram (count_table::histogram)
+  std::vector<histogram_t> parts;  // this rank's histogram, the part each thread counted
   std::atomic<int> histos{0};
   team_barrier team;
   std::atomic<uint64_t> reads{0}, kmers{0};
@@ -246,7 +246,7 @@ void worker(int t) try {
     team_wait();
   }
   out.finish();
-  g->table->histogram(&g->mine, size_t(t), size_t(g->o.threads));  // this thread's share
+  g->parts[size_t(t)] = g->table->histogram(size_t(t), size_t(g->o.threads));
 } catch (const std::exception& e) {  // a malformed input: the peers see this rank die
   std::fprintf(stderr, "weft-kmer: rank %d: %s\n", g->me, e.what());
   std::fflush(stderr);
@@ -255,7 +255,7 @@ void worker(int t) try {
 
 // Rank 0 gathers every rank's histogram and writes it.
 bool gather_histogram() {
-  const std::map<uint64_t, uint64_t>& mine = g->mine;
+  const histogram_t mine = sum_histograms(g->parts);
   weft::comp_t done = weft::alloc_sync();
   if (g->me != 0) {
     std::vector<uint64_t> flat;
@@ -305,6 +305,7 @@ int main(int argc, char** argv) {
   j.o.buffer = std::min(j.o.buffer, size_t(1) << 24);
   const size_t bases = input_bytes() / 2;  // about half of a FASTQ file is sequence
   j.table = std::make_unique<count_table>(bases / size_t(j.n) / 4);
+  j.parts.resize(size_t(j.o.threads));
   if (!j.o.exact)
     j.bloom = std::make_unique<bloom2>(j.o.bloom_bits ? j.o.bloom_bits : 2 * bases / size_t(j.n));
   weft::comp_t handler = weft::alloc_handler(on_message);
