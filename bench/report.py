@@ -482,11 +482,8 @@ CONT_INTRO = ("Per-operation cost of continuations ([continuations.md](continuat
 def recorded(title, intro, name, extra=()):
     """A section from a script of its own: bench/results/<name>.md under `title`, when that
     script wrote it, then `extra` lines (its plots)."""
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", name + ".md")
-    if not os.path.exists(path):
-        return []
-    with open(path) as f:
-        return ["## " + title, "", intro, "", f.read().rstrip("\n"), ""] + list(extra)
+    lines = result_lines(name)
+    return ["## " + title, "", intro, "", "\n".join(lines).rstrip("\n"), ""] + list(extra) if lines else []
 
 
 def continuations():
@@ -500,18 +497,48 @@ KMER_INTRO = ("The k-mer counting application ([kmer.md](kmer.md)): `weft-kmer` 
               "when this page is generated; what it says: [kmer.md](kmer.md#measured)).")
 
 
-def kmer():
-    """The k-mer counting section: bench/results/kmer.md, when bench/kmer_bench.py wrote it."""
-    return recorded("k-mer counting", KMER_INTRO, "kmer",
-                    ["![k-mer counting throughput](img/kmer_throughput.png)", "",
-                     "![aggregation buffer](img/kmer_buffer.png)", "",
-                     "On the lent 16-core machine (2 x 8 to 16 x 1, MPICH and jellyfish; `bench/device_run.sh "
-                     "kmer`): Weft 1.02-1.11x the better MPI version on every row, 1.55-2.4x jellyfish: "
-                     "[kmer.md](kmer.md#on-16-cores-the-lent-machine). The communicating rows here over four "
-                     "rounds in a slow phase (`bench/results/kmer_comm.md`): Weft 1.11-1.20x the best MPI "
-                     "version, ahead in 8 of 12 rounds: [kmer.md](kmer.md#the-communicating-rows-again-four-rounds).",
-                     ""])
+def result_lines(name):
+    """The lines of bench/results/<name>.md ([] when its script has not written it)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", name + ".md")
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return f.read().splitlines()
 
+
+def column_range(name, header):
+    """'lo-hi' of a column of the first table in bench/results/<name>.md, None without one."""
+    rows = [[c.strip() for c in x.strip("|").split("|")] for x in result_lines(name) if x.startswith("|")]
+    if not rows or header not in rows[0]:
+        return None
+    i = rows[0].index(header)
+    v = [float(r[i]) for r in rows[2:] if i < len(r) and r[i].replace(".", "", 1).isdigit()]
+    return "%.2f-%.2f" % (min(v), max(v)) if v else None
+
+
+def bold_figure(name, prefix):
+    """The **figure** of the line of bench/results/<name>.md that starts with `prefix`."""
+    for x in result_lines(name):
+        if x.startswith(prefix) and "**" in x:
+            return x.split("**")[1]
+    return None
+
+
+def kmer():
+    """The k-mer counting section: bench/results/kmer.md, when bench/kmer_bench.py wrote it,
+    and pointers to the 16-core and four-round runs with their ratios."""
+    extra = ["![k-mer counting throughput](img/kmer_throughput.png)", "",
+             "![aggregation buffer](img/kmer_buffer.png)", ""]
+    mpi, jelly = (column_range("kmer_device_rerun", h) for h in ("Weft / best MPI", "Weft / jellyfish"))
+    comm = column_range("kmer_comm", "Weft / best MPI")
+    if mpi and jelly:
+        extra += ["On the lent 16-core machine (`bench/device_run.sh kmer`, `bench/results/kmer_device_rerun.md`): "
+                  "Weft %sx the better MPI version, %sx jellyfish: "
+                  "[kmer.md](kmer.md#on-16-cores-the-lent-machine)." % (mpi, jelly), ""]
+    if comm:
+        extra += ["The communicating rows here over four rounds (`bench/results/kmer_comm.md`): Weft %sx the best "
+                  "MPI version: [kmer.md](kmer.md#the-communicating-rows-again-four-rounds)." % comm, ""]
+    return recorded("k-mer counting", KMER_INTRO, "kmer", extra)
 
 
 CHOLESKY_INTRO = ("The tiled Cholesky ([cholesky.md](cholesky.md)): `weft-cholesky` over the Weft engine and the MPI "
@@ -521,12 +548,15 @@ CHOLESKY_INTRO = ("The tiled Cholesky ([cholesky.md](cholesky.md)): `weft-choles
 
 
 def cholesky():
-    """The Cholesky section: bench/results/cholesky.md, when bench/cholesky_bench.py wrote it."""
-    return recorded("Tiled Cholesky", CHOLESKY_INTRO, "cholesky",
-                    ["![Cholesky GFLOP/s against tile size](img/cholesky_gflops.png)", "",
-                     "On the lent 16-core machine (16 ranks, N = 8192, MPICH and ScaLAPACK; `bench/device_run.sh "
-                     "cholesky`): the Weft engine 1.19x the MPI engine at b = 64, a tie at the best tile size "
-                     "(0.96), 1.15x ScaLAPACK: [cholesky.md](cholesky.md#on-16-cores-the-lent-machine).", ""])
+    """The Cholesky section: bench/results/cholesky.md, when bench/cholesky_bench.py wrote it,
+    and a pointer to the 16-core run with its ratios."""
+    extra = ["![Cholesky GFLOP/s against tile size](img/cholesky_gflops.png)", ""]
+    ratios = [bold_figure("cholesky_device", "Weft engine / %s" % o) for o in ("MPI engine", "ScaLAPACK")]
+    if all(ratios):
+        extra += ["On the lent 16-core machine (`bench/device_run.sh cholesky`, `bench/results/cholesky_device.md`), "
+                  "at the best tile size of each: the Weft engine %sx the MPI engine, %sx ScaLAPACK: "
+                  "[cholesky.md](cholesky.md#on-16-cores-the-lent-machine)." % tuple(ratios), ""]
+    return recorded("Tiled Cholesky", CHOLESKY_INTRO, "cholesky", extra)
 
 WORKLOADS = (
     "Workloads (`bench/bench_main.cpp`, the same code for Weft, MPICH and Open MPI): latency is an 8-byte ping-pong "
