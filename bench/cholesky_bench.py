@@ -101,7 +101,8 @@ def main():
     ap.add_argument("--subnet", help="--hosts: the hosts' subnet")
     ap.add_argument("--report-only", action="store_true",
                     help="rewrite the summary and plots from the recorded raw CSV, running nothing")
-    ap.add_argument("--ranks", type=int, help="ranks on this machine (default 2; 3 with --hosts)")
+    ap.add_argument("--ranks", type=int, help="ranks on this machine (default 2; 3 with --hosts; "
+                    "--report-only reads them from the grids)")
     ap.add_argument("--grids", help="only these grids, comma-separated (default every grid)")
     ap.add_argument("--systems", help="only these, comma-separated (names as in the table)")
     ap.add_argument("--name", help="the outputs' name (default cholesky, cholesky_bound, ...)")
@@ -118,7 +119,7 @@ def main():
     ranks = 3 if a.hosts else a.ranks or 2
     tiles = [int(t) for t in a.tiles.split(",")]
     if a.report_only:
-        return report_from_csv(a, name, ranks)
+        return report_from_csv(a, name)
     wanted = a.systems.split(",") if a.systems else list(SYSTEMS)
     unknown = [s for s in wanted if s not in SYSTEMS]
     if unknown:
@@ -173,7 +174,7 @@ def main():
     report(raw, a, time.time() - start, name, systems, tiles, ranks)
 
 
-def report_from_csv(a, name, ranks):
+def report_from_csv(a, name):
     """The summary and plots again from <name>_raw.csv; the flags in the first line are the
     recorded run's only where given again here."""
     with open(os.path.join(a.results, name + "_raw.csv")) as f:
@@ -187,6 +188,8 @@ def report_from_csv(a, name, ranks):
     tiles = sorted({x["b"] for x in raw}, reverse=True)
     a.tiles = ",".join(str(t) for t in tiles)
     a.rounds, a.n = max(x["round"] for x in raw), raw[0]["n"]
+    p, q = next(x["grid"] for x in raw if x["system"] != "one rank").split("x")
+    ranks = int(p) * int(q)  # every grid of a run covers its ranks
     systems = [s for s in SYSTEMS if any(x["system"] == s for x in raw)]
     a.when = os.path.getmtime(os.path.join(a.results, name + "_raw.csv"))
     report(raw, a, 0, name, systems, tiles, ranks)

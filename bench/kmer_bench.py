@@ -161,7 +161,9 @@ def main():
     a.results = a.results or (smoke if a.quick else os.path.join(ROOT, "bench", "results"))
     os.makedirs(a.results, exist_ok=True)
     if a.from_raw:
-        return report(read_raw(a.from_raw), a, None, name)
+        raw = read_raw(a.from_raw)
+        a.rounds = max(x["round"] for x in raw if x["buffer"] == 8192)  # the recorded run's
+        return report(raw, a, None, name)
     if a.quick:
         a.rounds, a.bytes = 1, "32e6"
     work = os.path.join(a.build, "kmer-bench")
