@@ -207,6 +207,9 @@ class device_impl final : public net::sink {
   // ready-to-send (backend id `id`), which then goes into its buffer.
   void take_ahead(request* r, uint32_t id);
   bool publish_receive(request* r, int rank);
+  // The outgoing side of the same race (a rendezvous send, a put or get): see post.cpp.
+  bool publish_out(request* r, req_kind k, const comm_args& a);
+  bool take_back(request* r, req_kind k);
   void send_refusal(int rank, uint64_t sreq, errorcode_t code);
   void arrive_cts(int rank, const cts_body& b);
   void arrive_nack(int rank, const nack_body& b);

@@ -185,6 +185,29 @@ status_t device_impl::retry_or_backlog(const comm_args& a, errorcode_t code) {
   return immediate(a, errorcode_t::posted_backlog);
 }
 
+// Publishes `r`, an outgoing request of kind `k` to `a.rank`, before the backend sees it:
+// the outgoing side of publish_receive's race with fail_peer (both sequentially
+// consistent: either its scan finds r, or this sees the peer dead). A death seen here
+// refuses the post at the call, as one seen before it; false when the scan claimed r
+// first, and then r's failure is on the way.
+bool device_impl::publish_out(request* r, req_kind k, const comm_args& a) {
+  r->kind_.store(k, std::memory_order_seq_cst);
+  if (!dead_[size_t(a.rank)].load(std::memory_order_seq_cst)) return true;
+  if (!take_back(r, k)) return false;
+  refuse_post(a);
+}
+
+// Takes back `r`, published as `k`, when its backend refused it. False when the death of
+// its peer claimed it first (fail_peer's scan), which finishes it with error_peer_dead:
+// freeing it here as well would complete the operation twice (mp.send_race_death saw
+// the extra completion).
+bool device_impl::take_back(request* r, req_kind k) {
+  if (!r->claim(k)) return false;
+  if (r->counted) r->comp->pending.fetch_sub(1, std::memory_order_relaxed);
+  slab.free(r);
+  return true;
+}
+
 // A request for an outgoing operation that waits on the peer, filled from the post.
 request* device_impl::alloc_outgoing(const comm_args& a, bool is_am) {
   request* r = slab.alloc_user(this);
@@ -260,14 +283,15 @@ status_t device_impl::post_rma(const comm_args& a) {
   }
   void* ctx = reinterpret_cast<void*>(uintptr_t(slab.handle(r)));
   if (c) c->pending.fetch_add(1, std::memory_order_relaxed);
-  r->publish(req_kind::rma);  // last touch: the backend may complete it from now on
+  // Last touch: the backend may complete it from now on. A false: the peer's death claimed
+  // it meanwhile (its failure is on the way; the post counts as posted).
+  if (!publish_out(r, req_kind::rma, a)) return immediate(a, errorcode_t::posted);
   const bool ok = put ? net->try_put(a.rank, a.local_buffer, a.size, addr, key,
                                      note_len ? &note : nullptr, note_len, ctx)
                       : net->try_get(a.rank, a.local_buffer, a.size, addr, key,
                                      note_len ? &note : nullptr, note_len, ctx);
   if (!ok) {
-    if (c) c->pending.fetch_sub(1, std::memory_order_relaxed);
-    slab.free(r);
+    if (!take_back(r, req_kind::rma)) return immediate(a, errorcode_t::posted);
     return retry_or_backlog(a, errorcode_t::retry_nomem);
   }
   counters.add_two(put ? counter_t::puts : counter_t::gets, counter_t::bytes_rma, a.size);

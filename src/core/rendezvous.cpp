@@ -28,19 +28,21 @@ status_t device_impl::post_rendezvous(const comm_args& a, const wire_header& h) 
   // Over shared memory the data may go at once, ahead of the clear-to-send; else (no
   // channel, too much data ahead that nobody has received yet, another mechanism) the
   // classic way.
+  // A false from publish_out or take_back: the peer's death claimed r meanwhile, and its
+  // failure is on the way to the completion object (the post counts as posted).
   r->sent_ahead = true;
-  r->publish(req_kind::rdv_send);
+  if (!publish_out(r, req_kind::rdv_send, a)) return immediate(a, errorcode_t::posted);
   if (net->try_send_ahead(a.rank, &h, sizeof(h), &b, sizeof(b), a.local_buffer, a.size,
                           reinterpret_cast<void*>(uintptr_t(b.sreq)))) {
     counters.add_two(counter_t::sent_rendezvous, counter_t::bytes_sent, a.size);
     counters.add(counter_t::sent_ahead);
     return immediate(a, errorcode_t::posted);
   }
+  if (!r->claim(req_kind::rdv_send)) return immediate(a, errorcode_t::posted);
   r->sent_ahead = false;
-  r->publish(req_kind::rdv_send);
+  if (!publish_out(r, req_kind::rdv_send, a)) return immediate(a, errorcode_t::posted);
   if (!net->try_send(a.rank, &h, sizeof(h), &b, sizeof(b))) {
-    if (c) c->pending.fetch_sub(1, std::memory_order_relaxed);
-    slab.free(r);
+    if (!take_back(r, req_kind::rdv_send)) return immediate(a, errorcode_t::posted);
     return retry_or_backlog(a, errorcode_t::retry_nomem);
   }
   counters.add_two(counter_t::sent_rendezvous, counter_t::bytes_sent, a.size);
