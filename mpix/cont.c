@@ -126,6 +126,7 @@ int MPIX_Continue_init(MPI_Request* cont_req, MPI_Info info) {
   int level = MPI_THREAD_MULTIPLE;
   PMPI_Query_thread(&level);
   cr->hooked = mpix_hook_available && hook && level != MPI_THREAD_MULTIPLE;
+  cr->serial = level != MPI_THREAD_MULTIPLE;
   int rc = PMPI_Grequest_start(query_fn, free_fn, cancel_fn, cr, &cr->handle);
   if (rc != MPI_SUCCESS) {
     free(cr);
@@ -173,9 +174,12 @@ int MPIX_Continueall(int count, MPI_Request* reqs, int* flag, MPIX_Continue_cb_f
     c->ops[i] = (mpix_op){reqs[i], c, NULL, i};
     if (!mpix_persistent_has(reqs[i])) reqs[i] = MPI_REQUEST_NULL;
   }
-  atomic_fetch_add_explicit(&cr->active, 1, memory_order_relaxed);
+  mpix_active_add(cr, 1);
   if (cr->hooked && !done) {
     for (int i = 0; i < c->count; ++i) mpix_hook_arm(&c->ops[i]);
+  } else if (cr->serial) { /* one thread at a time: no locked push (mpix_active_add) */
+    c->next = atomic_load_explicit(&cr->incoming, memory_order_relaxed);
+    atomic_store_explicit(&cr->incoming, c, memory_order_relaxed);
   } else {
     mpix_cont* head = atomic_load_explicit(&cr->incoming, memory_order_relaxed);
     do c->next = head;

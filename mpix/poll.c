@@ -138,7 +138,12 @@ static int pop_free(mpix_cr* cr) {
 /* Moves the attached continuations into slots, oldest first; those complete at attach
  * (enqueue_complete) go straight to the ready queue. */
 static int take_incoming(mpix_cr* cr) {
-  mpix_cont* c = atomic_exchange(&cr->incoming, NULL);
+  mpix_cont* c = atomic_load_explicit(&cr->incoming, memory_order_relaxed);
+  if (!c) return MPI_SUCCESS;
+  if (cr->serial) /* one thread at a time (mpix_active_add) */
+    atomic_store_explicit(&cr->incoming, NULL, memory_order_relaxed);
+  else
+    c = atomic_exchange(&cr->incoming, NULL);
   mpix_cont* fifo = NULL;
   while (c) { /* the stack is newest first */
     mpix_cont* next = c->next;
@@ -190,9 +195,13 @@ static int poll_ops(mpix_cr* cr) {
   return MPI_SUCCESS;
 }
 
+/* The count of active continuations drops once for the whole batch, after the last one
+ * ran: a continuation that frees its own request (MPI_Request_free) leaves the release
+ * to settle() all the same, since the count stays above 0 until then. */
 static void run_ready(mpix_cr* cr, int max) {
   if (depth > 0) return; /* never inside another continuation (seed 3.1) */
-  for (int ran = 0; cr->head && (max < 0 || ran < max); ++ran) {
+  int ran = 0;
+  for (; cr->head && (max < 0 || ran < max); ++ran) {
     mpix_cont* c = cr->head;
     cr->head = c->next;
     if (!cr->head) cr->tail = NULL;
@@ -200,8 +209,8 @@ static void run_ready(mpix_cr* cr, int max) {
     c->cb(c->statuses, c->data);
     --depth;
     mpix_cont_put(c);
-    atomic_fetch_sub(&cr->active, 1);
   }
+  if (ran) mpix_active_add(cr, -ran);
 }
 
 /* Hooked: finishes the operations MPI reported complete, in the order it did. One that
