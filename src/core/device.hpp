@@ -207,6 +207,7 @@ class device_impl final : public net::sink {
   // ready-to-send (backend id `id`), which then goes into its buffer.
   void take_ahead(request* r, uint32_t id);
   bool publish_receive(request* r, int rank);
+  void fail_late_receive(matching_engine_impl* e, const match_key& key, uint8_t pol, request* r);
   // The outgoing side of the same race (a rendezvous send, a put or get): see post.cpp.
   bool publish_out(request* r, req_kind k, const comm_args& a);
   bool take_back(request* r, req_kind k);

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Posting: argument checks, then protocol choice by size (inject / eager in one message,
 // rendezvous above the eager limit) and the hand-off to the backend.
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "comp/comp.hpp"
 #include "core/device.hpp"
@@ -10,6 +12,7 @@
 #include "match/matching_engine.hpp"
 #include "pool/packet_pool.hpp"
 #include "util/fail.hpp"
+#include "util/settings.hpp"
 #include "util/tsan.hpp"
 
 namespace weft::impl {
@@ -202,6 +205,10 @@ bool device_impl::publish_out(request* r, req_kind k, const comm_args& a) {
 // freeing it here as well would complete the operation twice (mp.send_race_death saw
 // the extra completion).
 bool device_impl::take_back(request* r, req_kind k) {
+#ifdef WEFT_TEST_HOOKS
+  static const size_t delay_us = *util::get_size(util::setting::test_refused_post_delay);
+  if (delay_us) std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
+#endif
   if (!r->claim(k)) return false;
   if (r->counted) r->comp->pending.fetch_sub(1, std::memory_order_relaxed);
   slab.free(r);
@@ -341,10 +348,23 @@ status_t device_impl::post_in(const comm_args& a) {
   if (r->counted) r->comp->pending.fetch_add(1, std::memory_order_relaxed);
   r->publish(req_kind::posted_recv);
   auto* m = static_cast<request*>(e->insert(r));
-  if (!m) return immediate(a, errorcode_t::posted);
+  if (!m) {
+    if (policy_has_rank(a.matching_policy) && peer_dead(a.rank)) fail_late_receive(e, key, pol, r);
+    return immediate(a, errorcode_t::posted);
+  }
   if (r->counted) r->comp->pending.fetch_sub(1, std::memory_order_relaxed);
   slab.free(r);
   return match_arrived(mine, m, &a);
+}
+
+// A receive from a peer that died between the post's first check and its insert: the
+// death's scan (fail_peer) may have passed its bucket first and would leave it waiting for
+// ever. The bucket's lock orders the two, so the post sees the flag the death set before
+// that scan. Whoever takes it out of the engine (this, or the scan) fails it.
+void device_impl::fail_late_receive(matching_engine_impl* e, const match_key& key, uint8_t pol,
+                                    request* r) {
+  auto* m = e->remove_if(key, pol, entry_type::recv, [r](match_entry* x) { return x == r; });
+  if (m) fail_request(static_cast<request*>(m), r->rank);
 }
 
 // A receive met a send that arrived first (poster != nullptr: inside the receive's post
