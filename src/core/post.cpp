@@ -346,6 +346,10 @@ status_t device_impl::post_in(const comm_args& a) {
   r->user_context = a.user_context;
   r->counted = r->comp != nullptr;
   if (r->counted) r->comp->pending.fetch_add(1, std::memory_order_relaxed);
+#ifdef WEFT_TEST_HOOKS
+  static const size_t delay_us = *util::get_size(util::setting::test_recv_insert_delay);
+  if (delay_us && r->rank >= 0) std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
+#endif
   r->publish(req_kind::posted_recv);
   auto* m = static_cast<request*>(e->insert(r));
   if (!m) {

@@ -499,6 +499,52 @@ int scenario_send_race_death() {
   finish_and_exit("send_race_death");
 }
 
+// Rank 0 posts receives from rank 1, which sends nothing and dies 0-2 ms after the
+// barrier, one after another while a second thread progresses: every receive posted ends
+// once, with error_peer_dead naming rank 1 (none waits for ever: a receive inserted after
+// the death's scan passed its bucket did), and once the death is known a post is refused
+// naming the rank. mp.recv_race_death.delayed holds open the window between a post's look
+// at the peer and its insert (WEFT_TEST_RECV_INSERT_DELAY).
+int scenario_recv_race_death() {
+  const int me = weft::get_rank_me();
+  if (weft::get_rank_n() != 2) die("recv_race_death needs 2 ranks");
+  weft::barrier();
+  if (me == 1) die_within_2ms();
+  int sink = 0;  // no data ever comes: every receive may share it
+  weft::comp_t cq = weft::alloc_cq();
+  int posted = 0, refused = 0, failed = 0, other = 0;
+  {
+    progress_thread helper;  // the death's failures on either thread
+    deadline d(30);
+    while (!refused) {
+      weft::status_t s{};
+      const std::string e = error_of(
+          [&] { s = post_until([&] { return weft::post_recv(1, &sink, sizeof(sink), 83, cq); }); });
+      if (!e.empty()) {
+        ++refused;
+        CHECK(contains(e, "rank = 1"));
+        break;
+      }
+      CHECK(s.error.is_posted());
+      ++posted;
+      d.check("a receive from the dead rank to be refused");
+    }
+    for (int i = 0; i < posted; ++i) {
+      weft::status_t s = wait_cq(cq);
+      if (s.error.errorcode == weft::errorcode_t::error_peer_dead && s.rank == 1)
+        ++failed;
+      else
+        ++other;
+    }
+  }
+  printf("rank 0: %d receives posted, %d failed with the dead sender, %d otherwise, %d refused\n",
+         posted, failed, other, refused);
+  CHECK_EQ(refused, 1);
+  CHECK_EQ(failed, posted);
+  CHECK_EQ(other, 0);
+  finish_and_exit("recv_race_death");
+}
+
 // Rank 1 floods a queue rank 0 has freed: every message is dropped and reported, but the
 // default log shows the first ten and then a count a second, not a line a message.
 int scenario_drop_flood() {

@@ -29,6 +29,7 @@ int scenario_drop_flood();
 int scenario_rts_from_dead();
 int scenario_rts_race_death();
 int scenario_send_race_death();
+int scenario_recv_race_death();
 int scenario_first_transfer();
 int scenario_no_defaults();
 int scenario_loaded();

@@ -779,6 +779,7 @@ int main(int argc, char** argv) {
       {"rts_from_dead", scenario_rts_from_dead},
       {"rts_race_death", scenario_rts_race_death},
       {"send_race_death", scenario_send_race_death},
+      {"recv_race_death", scenario_recv_race_death},
       {"first_transfer", scenario_first_transfer},
       {"no_defaults", scenario_no_defaults},
       {"loaded", scenario_loaded},
