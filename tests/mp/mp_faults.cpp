@@ -440,6 +440,20 @@ int scenario_rts_race_death() {
   finish_and_exit("rts_race_death");
 }
 
+// Posts (retrying) to dying rank 1: true when posted, false when refused at the call
+// naming the rank, as a post is once the death is known.
+template <typename Post>
+bool posted_or_refused(Post&& post) {
+  weft::status_t s{};
+  const std::string e = error_of([&] { s = post_until(post); });
+  if (!e.empty()) {
+    CHECK(contains(e, "rank = 1"));
+    return false;
+  }
+  CHECK(s.error.is_posted());
+  return true;
+}
+
 // The other direction: rank 0 sends 64 rendezvous messages to receives rank 1 posted, and
 // rank 1 dies 0-2 ms into taking them while rank 0's main thread and a second thread
 // progress (completions and the death's failures on either). Every send ends exactly once:
@@ -468,16 +482,10 @@ int scenario_send_race_death() {
     progress_thread helper;  // completions and the death's failures on either thread
     // A post after the death is known is refused at the call, naming the rank.
     for (int i = 0; i < n; ++i) {
-      weft::status_t s{};
-      const std::string e = error_of(
-          [&] { s = post_until([&] { return weft::post_send(1, buf.data(), size, 82, cq); }); });
-      if (!e.empty()) {
+      if (posted_or_refused([&] { return weft::post_send(1, buf.data(), size, 82, cq); }))
+        ++posted;
+      else
         ++refused;
-        CHECK(contains(e, "rank = 1"));
-        continue;
-      }
-      CHECK(s.error.is_posted());
-      ++posted;
     }
     for (int i = 0; i < posted; ++i) {
       weft::status_t s = wait_cq(cq);
@@ -516,19 +524,11 @@ int scenario_recv_race_death() {
   {
     progress_thread helper;  // the death's failures on either thread
     deadline d(30);
-    while (!refused) {
-      weft::status_t s{};
-      const std::string e = error_of(
-          [&] { s = post_until([&] { return weft::post_recv(1, &sink, sizeof(sink), 83, cq); }); });
-      if (!e.empty()) {
-        ++refused;
-        CHECK(contains(e, "rank = 1"));
-        break;
-      }
-      CHECK(s.error.is_posted());
+    while (posted_or_refused([&] { return weft::post_recv(1, &sink, sizeof(sink), 83, cq); })) {
       ++posted;
       d.check("a receive from the dead rank to be refused");
     }
+    ++refused;
     for (int i = 0; i < posted; ++i) {
       weft::status_t s = wait_cq(cq);
       if (s.error.errorcode == weft::errorcode_t::error_peer_dead && s.rank == 1)
