@@ -23,7 +23,7 @@ targets=${*:-wire shm regions kvs pmi}
 files_of() {
   case $1 in
     wire) echo "src/core/progress.cpp" ;;
-    shm) echo "src/net/shm/shm_backend.cpp src/core/progress.cpp" ;;
+    shm) echo "src/net/shm/shm_backend.cpp src/net/shm/shm_rma.cpp src/core/progress.cpp" ;;
     regions) echo "src/net/shm/regions.cpp" ;;
     kvs) echo "tools/weftrun/kvs_server.cpp src/bootstrap/kvs_wire.cpp" ;;
     pmi) echo "src/bootstrap/pmi_wire.cpp" ;;

@@ -240,8 +240,12 @@ class shm_device final : public device {
   // Under hold.lock: offers one claimed cell, or holds it behind its sender's held ones.
   bool offer_cell(sink& s, const lane& ln, lane_hold& hold, uint64_t pos);
   // Channel c of the channel area at `channels` (own_channels_ or a peer's).
-  channel_header* channel_of(char* channels, uint32_t c) const;
-  char* slots_of(char* channels, uint32_t c) const;
+  channel_header* channel_of(char* channels, uint32_t c) const {
+    return reinterpret_cast<channel_header*>(channels + geo_.channel_stride() * c);
+  }
+  char* slots_of(char* channels, uint32_t c) const {
+    return channels + geo_.channel_stride() * c + geometry::align(sizeof(channel_header), 4096);
+  }
   // Whether a peer's announcement names a piece this device's slots can hold.
   bool piece_ok(uint32_t piece) const {
     return piece != 0 && piece <= geo_.chunk_size;
