@@ -3,7 +3,9 @@
 // other's notification, then puts back) and rate (windows of 64 notified puts, each window
 // acknowledged by one notified put back). Rank 0 prints one RESULT line per figure; run it
 // under each backend and mechanism (WEFT_BACKEND, WEFT_OFI_CQ_DATA) to compare them.
-//   bench_put_notify [--iters N] [--sizes a,b,c]
+// --alloc: the target windows come from alloc_memory (over shared memory, a put into one is
+// a memcpy through the initiator's mapping) instead of a registered vector.
+//   bench_put_notify [--iters N] [--sizes a,b,c] [--alloc]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -24,15 +26,16 @@ struct pair_state {
   weft::mr_t mr;
   weft::rmr_t theirs;
   std::vector<char> window, src;
+  bool alloc;
   long local_pending = 0;
 
-  explicit pair_state(size_t bytes) : window(bytes), src(bytes, 1) {
+  pair_state(size_t bytes, bool alloc_) : window(alloc_ ? 0 : bytes), src(bytes, 1), alloc(alloc_) {
     me = weft::get_rank_me();
     peer = 1 - me;
     rcq = weft::alloc_cq_x().depth(4096)();
     lcq = weft::alloc_cq_x().depth(4096)();
     rcomp = weft::register_rcomp(rcq);
-    mr = weft::register_memory(window.data(), window.size());
+    mr = alloc ? weft::alloc_memory(bytes) : weft::register_memory(window.data(), window.size());
     weft::rmr_t mine = weft::get_rmr(mr);
     weft::comp_t s = weft::alloc_sync();
     weft::comp_t r = weft::alloc_sync();
@@ -55,7 +58,7 @@ struct pair_state {
   ~pair_state() {
     drain_local();
     weft::barrier();
-    weft::deregister_memory(&mr);
+    alloc ? weft::free_memory(&mr) : weft::deregister_memory(&mr);
     weft::deregister_rcomp(rcomp);
     weft::free_comp(&rcq);
     weft::free_comp(&lcq);
@@ -127,6 +130,7 @@ double rate_mps(pair_state& p, size_t size, long iters) {
 int main(int argc, char** argv) {
   long iters = 20000;
   std::vector<size_t> sizes = {8, 4096, 65536};
+  bool alloc = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--iters" && i + 1 < argc) {
@@ -135,6 +139,8 @@ int main(int argc, char** argv) {
       sizes.clear();
       for (char* t = std::strtok(argv[++i], ","); t; t = std::strtok(nullptr, ","))
         sizes.push_back(size_t(std::atol(t)));
+    } else if (a == "--alloc") {
+      alloc = true;
     } else {
       std::fprintf(stderr, "bench_put_notify: unknown argument %s\n", argv[i]);
       return 2;
@@ -149,7 +155,7 @@ int main(int argc, char** argv) {
   size_t largest = 8;
   for (size_t s : sizes) largest = std::max(largest, s);
   {
-    pair_state p(largest);
+    pair_state p(largest, alloc);
     for (size_t s : sizes) {
       const long n = s > 16384 ? iters / 10 : iters;
       const double lat = latency_us(p, s, n);
@@ -158,9 +164,10 @@ int main(int argc, char** argv) {
         // The benchmarks' one RESULT format (bench/peers.py reads it).
         const char* fmt =
             "RESULT system=weft api=put_notify mode=process threads=1 resources=dedicated "
-            "workload=%s size=%zu value=%.6g unit=%s\n";
-        std::printf(fmt, "latency", s, lat, "us");
-        std::printf(fmt, "rate", s, rate, "Mmsg/s");
+            "workload=%s size=%zu value=%.6g unit=%s memory=%s\n";
+        const char* mem = alloc ? "alloc_memory" : "registered";
+        std::printf(fmt, "latency", s, lat, "us", mem);
+        std::printf(fmt, "rate", s, rate, "Mmsg/s", mem);
         std::fflush(stdout);
       }
     }

@@ -226,6 +226,24 @@ int weft_engine_deregister_memory(weft_engine_t e, weft_engine_mem_t* mem) {
   return rc;
 }
 
+int weft_engine_alloc_memory(weft_engine_t e, size_t size, void** base, weft_engine_mem_t* mem) {
+  const char* call = "weft_engine_alloc_memory";
+  if (bad_engine(e, call)) return WEFT_ERR_USAGE;
+  if (!base) return fail(call, "base", "NULL", "this call needs somewhere to write");
+  if (!mem) return fail(call, "mem", "NULL", "this call needs somewhere to write");
+  if (size == 0) return fail(call, "size", "0", "an empty region");
+  return e->ops->alloc_memory(e, size, base, mem);
+}
+
+int weft_engine_free_memory(weft_engine_t e, weft_engine_mem_t* mem) {
+  const char* call = "weft_engine_free_memory";
+  if (bad_engine(e, call)) return WEFT_ERR_USAGE;
+  if (!mem || !*mem) return fail(call, "mem", "NULL", "not an allocated region");
+  const int rc = e->ops->free_memory(e, *mem);
+  if (rc == WEFT_OK) *mem = nullptr;
+  return rc;
+}
+
 int weft_engine_pack_memory(weft_engine_t e, weft_engine_mem_t mem, void* out) {
   const char* call = "weft_engine_pack_memory";
   if (bad_engine(e, call)) return WEFT_ERR_USAGE;

@@ -79,21 +79,10 @@ executor::buffer executor::take_buffer(size_t n) {
     arena a;
     a.bytes = per * size;
     a.buffer_size = size;
-    // On huge pages where the system allows them (transparent huge pages, "madvise"): a
-    // peer's cross-memory write pins every page it touches, and 4 KiB pages made that
-    // pinning most of a fragment's cost. Measured (weft-taskbench, threads off, both
-    // engines): 8 MiB fragments 6.8-7.2 -> 13.3-13.5 GB/s on the Weft engine, 7.1-8.9 ->
-    // 16.9-20.5 on the MPI engine over MPICH; 64 KiB 6.9-7.7 -> 11.3-11.6 (docs/engine.md).
-    constexpr size_t huge = size_t(2) << 20;
-    const size_t span = (a.bytes + huge - 1) & ~(huge - 1);
-    a.base = std::aligned_alloc(huge, span);
-    if (!a.base) throw std::bad_alloc();
-    (void)madvise(a.base, span, MADV_HUGEPAGE);  // advice: without it, small pages
+    make_arena(a);
     // Touched now, not by the first transfer into it: a page fault inside a peer's copy
-    // (a cross-memory write breaks each zero page with a TLB shootdown) slows that transfer
-    // and misleads the shared-memory chooser's figures.
+    // slows that transfer and misleads the shared-memory chooser's figures.
     std::memset(a.base, 0, a.bytes);
-    check(weft_engine_register_memory(e_, a.base, a.bytes, &a.mem), "register_memory");
     check(weft_engine_pack_memory(e_, a.mem, a.packed), "pack_memory");
     arenas_.push_back(a);
     for (size_t i = per; i-- > 0;) {
@@ -109,6 +98,38 @@ executor::buffer executor::take_buffer(size_t n) {
   buffer b = list.back();
   list.pop_back();
   return b;
+}
+
+// An arena's memory. For buffers under mapped_max, the engine's own
+// (weft_engine_alloc_memory): the Weft engine's peers on this host put into it with one
+// memcpy, no system call; the MPI engine's is on huge pages. Larger buffers go on huge pages
+// registered as any memory, for both engines: a memory file gets no transparent huge pages
+// (only a host's reserved pool), and through small pages the Weft engine's 1 MiB fragments
+// moved 10-35% less than by cross-memory attach into huge pages (docs/engine.md).
+void executor::make_arena(arena& a) {
+  if (a.buffer_size < mapped_max) {
+    check(weft_engine_alloc_memory(e_, a.bytes, &a.base, &a.mem), "alloc_memory");
+    a.allocated = true;
+    return;
+  }
+  // A peer's cross-memory write pins every page it touches, and 4 KiB pages made that
+  // pinning most of a fragment's cost: 8 MiB fragments 6.8-7.2 -> 13.3-13.5 GB/s on the
+  // Weft engine, 7.1-8.9 -> 16.9-20.5 on the MPI engine over MPICH.
+  constexpr size_t huge = size_t(2) << 20;
+  const size_t span = (a.bytes + huge - 1) & ~(huge - 1);
+  a.base = std::aligned_alloc(huge, span);
+  if (!a.base) throw std::bad_alloc();
+  (void)madvise(a.base, span, MADV_HUGEPAGE);  // advice: without it, small pages
+  check(weft_engine_register_memory(e_, a.base, a.bytes, &a.mem), "register_memory");
+}
+
+void executor::free_arena(arena& a) {
+  if (a.allocated) {
+    weft_engine_free_memory(e_, &a.mem);
+    return;
+  }
+  weft_engine_deregister_memory(e_, &a.mem);
+  std::free(a.base);
 }
 
 void executor::give_buffer(const buffer& b) {
@@ -130,8 +151,7 @@ size_t executor::trim() {
     }
     std::vector<buffer>& list = pool_[a.buffer_size];
     std::erase_if(list, [&](const buffer& b) { return b.mem == a.mem; });
-    weft_engine_deregister_memory(e_, &a.mem);
-    std::free(a.base);
+    free_arena(a);
     freed += a.bytes;
   }
   arenas_.swap(keep);
@@ -187,10 +207,7 @@ executor::executor(weft_engine_t e, options o) : e_(e), o_(o) {
 executor::~executor() {
   for (weft_engine_tag_t t : {tag_activate, tag_get, tag_data, tag_barrier})
     weft_engine_deregister_tag(e_, t);
-  for (arena& a : arenas_) {
-    weft_engine_deregister_memory(e_, &a.mem);
-    std::free(a.base);
-  }
+  for (arena& a : arenas_) free_arena(a);
 }
 
 void executor::posted(int rc) {

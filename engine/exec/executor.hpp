@@ -109,9 +109,13 @@ class executor {
     void* base = nullptr;
     size_t bytes = 0;
     size_t buffer_size = 0;  // the size of every buffer carved from it
+    bool allocated = false;  // by weft_engine_alloc_memory (else registered huge pages)
     weft_engine_mem_t mem = nullptr;
     unsigned char packed[WEFT_ENGINE_MEM_PACKED] = {};
   };
+  static constexpr size_t mapped_max = size_t(256) << 10;
+  void make_arena(arena& a);
+  void free_arena(arena& a);
   buffer take_buffer(size_t n);
   void give_buffer(const buffer& b);
   void complete(task_key t, std::vector<std::shared_ptr<data>>& outs);

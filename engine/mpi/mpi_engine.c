@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 static mpi_engine* self(weft_engine_t e) {
   return (mpi_engine*)e;
@@ -58,6 +59,7 @@ static int register_memory(weft_engine_t e, void* base, size_t size, weft_engine
   mpi_engine* m = self(e);
   r->base = base;
   r->size = size;
+  r->allocated = 0;
   pthread_mutex_lock(&m->lock);
   r->next = m->regions;
   m->regions = r;
@@ -66,7 +68,8 @@ static int register_memory(weft_engine_t e, void* base, size_t size, weft_engine
   return WEFT_OK;
 }
 
-static int deregister_memory(weft_engine_t e, weft_engine_mem_t mem) {
+/* Takes `mem` off the engine's list and frees its record. */
+static int forget_region(weft_engine_t e, weft_engine_mem_t mem) {
   mpi_engine* m = self(e);
   pthread_mutex_lock(&m->lock);
   mpi_region** at = &m->regions;
@@ -79,6 +82,44 @@ static int deregister_memory(weft_engine_t e, weft_engine_mem_t mem) {
                             "not a region registered with this engine");
   free(r);
   return WEFT_OK;
+}
+
+static int deregister_memory(weft_engine_t e, weft_engine_mem_t mem) {
+  if (((const mpi_region*)mem)->allocated)
+    return weft_engine_fail("weft_engine_deregister_memory", "mem", "allocated",
+                            "a region of weft_engine_alloc_memory: weft_engine_free_memory");
+  return forget_region(e, mem);
+}
+
+/* On huge pages where the system allows them (transparent huge pages, "madvise"): a
+   peer's cross-memory write (shared memory's large transfers in MPICH and Open MPI too)
+   pins every page it touches, and 4 KiB pages made that pinning most of a fragment's
+   cost (docs/engine.md). Touched here, not by the first transfer into it. */
+static int alloc_memory(weft_engine_t e, size_t size, void** base, weft_engine_mem_t* mem) {
+  const size_t huge = (size_t)2 << 20, span = (size + huge - 1) & ~(huge - 1);
+  void* p = aligned_alloc(huge, span);
+  if (!p) return WEFT_ERR_NOMEM;
+  (void)madvise(p, span, MADV_HUGEPAGE);
+  memset(p, 0, size);
+  const int rc = register_memory(e, p, size, mem);
+  if (rc != WEFT_OK) {
+    free(p);
+    return rc;
+  }
+  ((mpi_region*)*mem)->allocated = 1;
+  *base = p;
+  return WEFT_OK;
+}
+
+static int free_memory(weft_engine_t e, weft_engine_mem_t mem) {
+  const mpi_region* r = (const mpi_region*)mem;
+  if (!r->allocated)
+    return weft_engine_fail("weft_engine_free_memory", "mem", "registered",
+                            "the program owns that memory: weft_engine_deregister_memory");
+  void* base = r->base;
+  const int rc = forget_region(e, mem);
+  if (rc == WEFT_OK) free(base);
+  return rc;
 }
 
 static int pack_memory(weft_engine_t e, weft_engine_mem_t mem, void* out) {
@@ -178,10 +219,10 @@ static const weft_engine_ops_t mpi_ops = {
 #else
     "mpi",
 #endif
-    release,     post_am,     register_memory,     deregister_memory,
-    pack_memory, memory_info, mpi_engine_post_rma, progress,
-    enable,      disable,     can_serve,           tag_added,
-    tag_removed,
+    release,     post_am,      register_memory,     deregister_memory,
+    pack_memory, memory_info,  mpi_engine_post_rma, progress,
+    enable,      disable,      can_serve,           tag_added,
+    tag_removed, alloc_memory, free_memory,
 };
 
 int weft_engine_alloc_mpi(MPI_Comm comm, const weft_engine_attr_t* attr, weft_engine_t* engine) {

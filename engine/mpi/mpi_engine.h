@@ -44,6 +44,7 @@ typedef struct {
 typedef struct mpi_region {
   void* base;
   size_t size;
+  int allocated; /* by weft_engine_alloc_memory: freed with the region */
   struct mpi_region* next;
 } mpi_region;
 

@@ -80,6 +80,22 @@ int weft_engine::register_memory(void* base, size_t size, weft_engine_mem_t* mem
   r->base = base;
   r->size = size;
   r->mr = weft::register_memory(base, size);
+  return add_region(std::move(r), mem);
+}
+
+// Weft's alloc_memory: over shared memory a peer's put into it is one memcpy through the
+// peer's mapping of it (no system call, no CPU of this rank).
+int weft_engine::alloc_memory(size_t size, void** base, weft_engine_mem_t* mem) {
+  auto r = std::make_unique<mem_region>();
+  r->mr = weft::alloc_memory(size);
+  r->base = r->mr.get_attr_base();
+  r->size = size;
+  r->allocated = true;
+  *base = r->base;
+  return add_region(std::move(r), mem);
+}
+
+int weft_engine::add_region(std::unique_ptr<mem_region> r, weft_engine_mem_t* mem) {
   util::lock_guard<util::spinlock> g(regions_lock_);
   if (free_ids_.empty()) {
     free_ids_.push_back(uint32_t(regions_.size()));
@@ -94,6 +110,21 @@ int weft_engine::register_memory(void* base, size_t size, weft_engine_mem_t* mem
 }
 
 int weft_engine::deregister_memory(weft_engine_mem_t mem) {
+  if (reinterpret_cast<const mem_region*>(mem)->allocated)
+    return weft_engine_fail("weft_engine_deregister_memory", "mem", "allocated",
+                            "a region of weft_engine_alloc_memory: weft_engine_free_memory");
+  return forget_region(mem);
+}
+
+int weft_engine::free_memory(weft_engine_mem_t mem) {
+  if (!reinterpret_cast<const mem_region*>(mem)->allocated)
+    return weft_engine_fail("weft_engine_free_memory", "mem", "registered",
+                            "the program owns that memory: weft_engine_deregister_memory");
+  return forget_region(mem);
+}
+
+// Takes `mem` out of the table and deregisters it (and frees it, when allocated).
+int weft_engine::forget_region(weft_engine_mem_t mem) {
   std::unique_ptr<mem_region> r(reinterpret_cast<mem_region*>(mem));
   {
     util::lock_guard<util::spinlock> g(regions_lock_);
@@ -105,7 +136,7 @@ int weft_engine::deregister_memory(weft_engine_mem_t mem) {
     regions_[r->id] = nullptr;
     free_ids_.push_back(r->id);
   }
-  weft::deregister_memory(&r->mr);
+  r->allocated ? weft::free_memory(&r->mr) : weft::deregister_memory(&r->mr);
   return WEFT_OK;
 }
 
@@ -190,6 +221,12 @@ const weft_engine_ops_t weft_ops = {
     [](weft_engine_t e) { return self(e)->can_serve(); },
     nullptr,
     nullptr,
+    [](weft_engine_t e, size_t size, void** base, weft_engine_mem_t* mem) {
+      return call([&] { return self(e)->alloc_memory(size, base, mem); });
+    },
+    [](weft_engine_t e, weft_engine_mem_t mem) {
+      return call([&] { return self(e)->free_memory(mem); });
+    },
 };
 
 }  // namespace

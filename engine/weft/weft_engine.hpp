@@ -88,6 +88,7 @@ struct mem_region {
   size_t size = 0;
   mr_t mr;
   uint32_t id = 0, generation = 0;
+  bool allocated = false;  // by alloc_memory: free_memory frees it
 };
 
 // A put or get in flight at its initiator, or waiting in the deferred queue.
@@ -130,6 +131,8 @@ class weft_engine : public weft_engine_s {
   int post_am(weft_engine_tag_t tag, int rank, const void* buf, size_t size);
   int register_memory(void* base, size_t size, weft_engine_mem_t* mem);
   int deregister_memory(weft_engine_mem_t mem);
+  int alloc_memory(size_t size, void** base, weft_engine_mem_t* mem);
+  int free_memory(weft_engine_mem_t mem);
   int pack(weft_engine_mem_t mem, void* out);
   int post_rma(int is_get, weft_engine_mem_t lreg, ptrdiff_t ldispl, const void* rreg,
                ptrdiff_t rdispl, size_t size, int rank, weft_engine_onesided_fn l_fn, void* l_data,
@@ -141,6 +144,9 @@ class weft_engine : public weft_engine_s {
   int release();  // weft_engine_free: refused while anything is in flight
 
  private:
+  // The region table: a region in (registered or allocated), and out (deregistered or freed).
+  int add_region(std::unique_ptr<mem_region> r, weft_engine_mem_t* mem);
+  int forget_region(weft_engine_mem_t mem);
   // rma.cpp
   int start_rma(std::unique_ptr<rma_op>& op);
   int put_eager(const rma_op& op, weft_engine_tag_t r_tag, const void* r_data, size_t r_size);

@@ -112,6 +112,14 @@ WEFT_C_API int weft_engine_post_am(weft_engine_t engine, weft_engine_tag_t tag, 
 WEFT_C_API int weft_engine_register_memory(weft_engine_t engine, void* base, size_t size,
                                            weft_engine_mem_t* mem);
 WEFT_C_API int weft_engine_deregister_memory(weft_engine_t engine, weft_engine_mem_t* mem);
+/* Allocates `size` zeroed bytes and registers them: *base the memory, *mem the region. The
+   memory suits the engine's puts best: the Weft engine's comes from alloc_memory (peers on
+   this host put into it with one memcpy, docs/shm.md), the MPI engine's is on huge pages
+   where the system allows. Give it back with weft_engine_free_memory. */
+WEFT_C_API int weft_engine_alloc_memory(weft_engine_t engine, size_t size, void** base,
+                                        weft_engine_mem_t* mem);
+/* Deregisters and frees a region of weft_engine_alloc_memory; empties *mem. */
+WEFT_C_API int weft_engine_free_memory(weft_engine_t engine, weft_engine_mem_t* mem);
 /* Writes WEFT_ENGINE_MEM_PACKED bytes at `out` that name the region to peers. */
 WEFT_C_API int weft_engine_pack_memory(weft_engine_t engine, weft_engine_mem_t mem, void* out);
 /* The base and size of a local region. */

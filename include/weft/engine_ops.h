@@ -41,6 +41,10 @@ typedef struct {
      is removed, for an engine that posts receives per tag. */
   int (*tag_added)(weft_engine_t e, weft_engine_tag_t tag);
   int (*tag_removed)(weft_engine_t e, weft_engine_tag_t tag);
+  /* Memory the engine allocates and registers (arguments checked); free_memory refuses a
+     region from register_memory. */
+  int (*alloc_memory)(weft_engine_t e, size_t size, void** base, weft_engine_mem_t* mem);
+  int (*free_memory)(weft_engine_t e, weft_engine_mem_t mem);
 } weft_engine_ops_t;
 
 struct weft_engine_s {

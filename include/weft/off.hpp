@@ -429,6 +429,25 @@ class register_memory_x {
   mr_t call() const { return (*this)(); }
 };
 
+namespace detail {
+struct alloc_memory_args {
+  size_t size = 0;
+  runtime_t runtime;
+};
+WEFT_API mr_t alloc_memory_impl(const alloc_memory_args& a);
+}  // namespace detail
+
+class alloc_memory_x {
+  using self_t = alloc_memory_x;
+  detail::alloc_memory_args a_;
+
+ public:
+  explicit alloc_memory_x(size_t size) { a_.size = size; }
+  WEFT_OFF_ARG(runtime_t, runtime)
+  mr_t operator()() const { return detail::alloc_memory_impl(a_); }
+  mr_t call() const { return (*this)(); }
+};
+
 class cancel_recv_x {
   using self_t = cancel_recv_x;
   detail::comm_args a_;

@@ -369,6 +369,12 @@ WEFT_C_API int weft_register_memory_x(void* base, size_t size, weft_runtime_t ru
 /* Deregisters and sets *mr to NULL: waits for accesses in progress (progressing
    meanwhile); every handle to the region is refused from then on. */
 WEFT_C_API int weft_deregister_memory(weft_mr_t* mr);
+/* Allocates `size` zeroed bytes and registers them (the base: weft_mr_get_attr_base): peers
+   on this host map such memory, so their puts and gets into it are one memcpy each.
+   `runtime` NULL: the global one. Give it back with weft_free_memory. */
+WEFT_C_API int weft_alloc_memory(size_t size, weft_runtime_t runtime, weft_mr_t* mr);
+/* Deregisters an allocation of weft_alloc_memory, frees it, and sets *mr to NULL. */
+WEFT_C_API int weft_free_memory(weft_mr_t* mr);
 /* The remote handle of a registration in *rmr: plain data to send to peers. */
 WEFT_C_API int weft_get_rmr(weft_mr_t mr, weft_rmr_t* rmr);
 /* The registered region's start; NULL for a bad handle. */

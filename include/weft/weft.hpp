@@ -182,6 +182,17 @@ inline mr_t register_memory(void* base, size_t size) {
 // Deregisters and empties *mr: waits for accesses in progress (it progresses the runtime
 // meanwhile) and makes every handle to the region refused from then on.
 WEFT_API void deregister_memory(mr_t* mr);
+// Allocates `size` zeroed bytes and registers them (the base: mr.get_attr_base()). Peers on
+// this host map such memory on their first access, so that their puts and gets into it
+// are one memcpy each, with no system call and no CPU of this rank (docs/shm.md); across
+// the network it is registered memory like any other. Not collective. Give it back with
+// free_memory, not deregister_memory.
+inline mr_t alloc_memory(size_t size) {
+  return alloc_memory_x(size)();
+}
+// Deregisters an allocation of alloc_memory (as deregister_memory does) and frees it;
+// empties *mr.
+WEFT_API void free_memory(mr_t* mr);
 // The remote handle of a registration: plain data to send to peers for post_put/post_get.
 WEFT_API rmr_t get_rmr(mr_t mr);
 

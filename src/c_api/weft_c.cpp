@@ -522,6 +522,19 @@ int weft_deregister_memory(weft_mr_t* mr) {
     *mr = nullptr;
   });
 }
+int weft_alloc_memory(size_t size, weft_runtime_t runtime, weft_mr_t* mr) {
+  return guard([&] {
+    need(mr, "alloc_memory", "mr");
+    *mr = reinterpret_cast<weft_mr_t>(alloc_memory_x(size).runtime(rt(runtime))().p);
+  });
+}
+int weft_free_memory(weft_mr_t* mr) {
+  return guard([&] {
+    mr_t m = mreg(*need(mr, "free_memory", "mr"));
+    free_memory(&m);
+    *mr = nullptr;
+  });
+}
 int weft_get_rmr(weft_mr_t mr, weft_rmr_t* out) {
   return guard([&] {
     rmr_t r = get_rmr(mreg(mr));

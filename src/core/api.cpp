@@ -451,26 +451,6 @@ static device_impl* device_of_untagged(const comm_args& b) {
   return device_of_untagged(b)->post(b);
 }
 
-mr_t register_memory_impl(const register_args& a) {
-  runtime_impl* rt = resolve_runtime(a.runtime, "register_memory");
-  if (!a.base)
-    util::fail("register_memory", "base", "nullptr",
-               "null buffer with size " + std::to_string(a.size));
-  if (a.size == 0) util::fail("register_memory", "size", "0", "an empty region");
-  if (a.size > max_msg_size)
-    util::fail("register_memory", "size", std::to_string(a.size),
-               "exceeds the maximum region size " + std::to_string(max_msg_size));
-  // Every page must be mapped: a region a peer writes into must exist. msync answers
-  // ENOMEM for a range with a hole, without touching the pages.
-  const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
-  const uintptr_t first = reinterpret_cast<uintptr_t>(a.base) & ~(page - 1);
-  const uintptr_t end = reinterpret_cast<uintptr_t>(a.base) + a.size;
-  if (msync(reinterpret_cast<void*>(first), end - first, MS_ASYNC) != 0 && errno == ENOMEM)
-    util::fail("register_memory", "base", util::to_hex(a.base),
-               "the range of " + std::to_string(a.size) + " bytes is not all mapped memory");
-  return mr_t{util::tagged(rt->register_memory(a.base, a.size))};
-}
-
 status_t post_comm_impl(const comm_args& a) {
   if (!live_as_given(a)) [[unlikely]]
     return post_tagged(a);
@@ -546,27 +526,4 @@ void sync_wait_impl(comp_t sync, status_t* statuses, const progress_args& a) {
 }
 
 }  // namespace detail
-// ---- memory registration ------------------------------------------------------------------
-void deregister_memory(mr_t* mr) {
-  if (!mr || !mr->p) util::fail("deregister_memory", "mr", "empty", "not a registration");
-  mr_impl* m = util::live(mr->p, "deregister_memory", "mr");
-  if (!m->rt)
-    util::fail("deregister_memory", "runtime", "freed",
-               "the region's runtime was freed (g_runtime_fina or free_runtime) before it");
-  m->rt->deregister_memory(m);
-  mr->p = nullptr;
-}
-
-rmr_t get_rmr(mr_t mr) {
-  if (!mr.p) util::fail("get_rmr", "mr", "empty", "not a registration");
-  return util::live(mr.p, "get_rmr", "mr")->rmr;
-}
-
-void* mr_t::get_attr_base() const {
-  return p ? reinterpret_cast<void*>(util::live(p, "get_attr_base", "mr")->rmr.base) : nullptr;
-}
-size_t mr_t::get_attr_size() const {
-  return p ? util::live(p, "get_attr_size", "mr")->rmr.size : 0;
-}
-
 }  // namespace weft

@@ -36,6 +36,7 @@ struct mr_impl {
       runtime_impl* rt;
   net::local_region net;
   rmr_t rmr;
+  bool allocated = false;  // by alloc_memory: free_memory gives it back
 };
 
 struct rcomp_entry {

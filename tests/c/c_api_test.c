@@ -368,6 +368,29 @@ int main(void) {
   OK(weft_get_rmr(mr2, &gone));
   OK(weft_deregister_memory(&mr2));
   REFUSED(weft_post_get(me, back, 8, sync, 0, gone, &s), "remote_buffer");
+  /* Weft's own memory: a put into the next rank's allocation, then misuses refused. */
+  weft_mr_t amr = NULL;
+  OK(weft_alloc_memory(4096, NULL, &amr));
+  char* abase = weft_mr_get_attr_base(amr);
+  CHECK(abase != NULL && weft_mr_get_attr_size(amr) == 4096 && abase[4095] == 0);
+  weft_rmr_t amine, atheirs;
+  OK(weft_get_rmr(amr, &amine));
+  OK(weft_post_recv(to, &atheirs, sizeof(atheirs), 14, sync, &rs));
+  post_send_retry(from, &amine, sizeof(amine), 14, NULL);
+  finish(rs, sync);
+  OK(weft_barrier());
+  OK(weft_post_put(to, src, sizeof(src), sync, 3000, atheirs, &s));
+  s = finish(s, sync);
+  CHECK(s.errorcode == WEFT_DONE);
+  OK(weft_barrier());
+  same = 1;
+  for (int i = 0; i < 1000; ++i) same &= abase[3000 + i] == (char)(i ^ from);
+  CHECK(same);
+  REFUSED(weft_deregister_memory(&amr), "free_memory");
+  REFUSED(weft_alloc_memory(0, NULL, &mr2), "size");
+  OK(weft_barrier());
+  OK(weft_free_memory(&amr));
+  CHECK(amr == NULL);
   /* The same through post_comm_x with a remote buffer. */
   weft_comm_opts_init(&o);
   o.has_remote_buffer = 1;

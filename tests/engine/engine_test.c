@@ -226,11 +226,14 @@ static int on_handle(weft_engine_t eng, weft_engine_tag_t tag, void* msg, size_t
   return 0;
 }
 
-/* Registers `base` as `mem` and gives every rank's packed handle to every rank. */
+static int refused(int rc, const char* text);
+
+/* Registers `base` as `mem` (unless base is NULL: `mem` is the engine's allocation) and
+   gives every rank's packed handle to every rank. */
 static void share_region(void* base, size_t size) {
   CHECK(weft_engine_register_tag(e, tag_handle, on_handle, NULL, WEFT_ENGINE_MEM_PACKED) ==
         WEFT_OK);
-  CHECK(weft_engine_register_memory(e, base, size, &mem) == WEFT_OK);
+  if (base) CHECK(weft_engine_register_memory(e, base, size, &mem) == WEFT_OK);
   unsigned char packed[WEFT_ENGINE_MEM_PACKED];
   CHECK(weft_engine_pack_memory(e, mem, packed) == WEFT_OK);
   engine_barrier();
@@ -303,15 +306,26 @@ static int on_get_done(weft_engine_t eng, weft_engine_tag_t tag, void* msg, size
   return 0;
 }
 
-static void scenario_rma(void) {
-  region = malloc(REGION);
+/* Puts of every size with their callbacks, and gets; with `alloc` the region comes from
+   weft_engine_alloc_memory (the Weft engine's: over shared memory, peers copy into it
+   through their mapping), and its misuses are refused. */
+static void run_rma(int alloc) {
+  if (alloc) {
+    void* base = NULL;
+    CHECK(weft_engine_alloc_memory(e, REGION, &base, &mem) == WEFT_OK);
+    region = base;
+    CHECK(refused(weft_engine_deregister_memory(e, &mem), "weft_engine_free_memory"));
+    CHECK(refused(weft_engine_alloc_memory(e, 0, &base, &src_mem), "size = 0"));
+  } else {
+    region = malloc(REGION);
+  }
   CHECK(region != NULL);
   memset(region, 0, REGION);
   for (size_t i = 0; i < (1u << 20); ++i) region[GET_AREA + i] = pattern(me, 0, i);
   CHECK(weft_engine_register_tag(e, tag_put_done, on_put_done, NULL, sizeof(struct note)) ==
         WEFT_OK);
   CHECK(weft_engine_register_tag(e, tag_get_done, on_get_done, NULL, sizeof(int)) == WEFT_OK);
-  share_region(region, REGION);
+  share_region(alloc ? NULL : region, REGION);
 
   /* Puts to the next rank, each from a source area filled just before. */
   const int next = (me + 1) % nranks;
@@ -349,10 +363,15 @@ static void scenario_rma(void) {
           their notification */
     CHECK(st.puts_eager == 2 && st.puts == NSIZES - 2 && st.gets == 2 && st.announces == 1);
   engine_barrier(); /* nobody accesses the regions any more */
+  if (alloc) CHECK(refused(weft_engine_free_memory(e, &src_mem), "weft_engine_deregister_memory"));
   CHECK(weft_engine_deregister_memory(e, &src_mem) == WEFT_OK);
-  CHECK(weft_engine_deregister_memory(e, &mem) == WEFT_OK);
+  if (alloc) {
+    CHECK(weft_engine_free_memory(e, &mem) == WEFT_OK);
+  } else {
+    CHECK(weft_engine_deregister_memory(e, &mem) == WEFT_OK);
+    free(region);
+  }
   CHECK(mem == NULL);
-  free(region);
 }
 
 /* ---- deferred ------------------------------------------------------------------------ */
@@ -522,7 +541,7 @@ static void scenario_dead(void) {
 
 int main(int argc, char** argv) {
   if (argc != 2) {
-    fprintf(stderr, "usage: engine_test am|rma|deferred|errors|dead\n");
+    fprintf(stderr, "usage: engine_test am|rma|rma_alloc|deferred|errors|dead\n");
     return 2;
   }
   scenario = argv[1];
@@ -537,7 +556,9 @@ int main(int argc, char** argv) {
   if (strcmp(scenario, "am") == 0) {
     scenario_am();
   } else if (strcmp(scenario, "rma") == 0) {
-    scenario_rma();
+    run_rma(0);
+  } else if (strcmp(scenario, "rma_alloc") == 0) {
+    run_rma(1);
   } else if (strcmp(scenario, "deferred") == 0) {
     scenario_deferred();
   } else if (strcmp(scenario, "errors") == 0) {

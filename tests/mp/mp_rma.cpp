@@ -20,25 +20,31 @@ namespace {
 constexpr size_t kGuard = 64;
 const size_t kRmaSizes[] = {0, 8, 1000, 8161, 100000, 1 << 20, 24 << 20};
 
-// Each rank's window, registered, and the handle of the next rank's window.
+// Each rank's window, registered (or, with `alloc`, from alloc_memory), and the handle of
+// the next rank's window.
 struct windows {
   int me, n, to, from;
+  bool alloc;
   std::vector<unsigned char> mem;
   weft::mr_t mr;
   weft::rmr_t to_rmr;
 
-  explicit windows(size_t size) : mem(size + 2 * kGuard, 0x5a) {
+  explicit windows(size_t size, bool alloc_ = false)
+      : alloc(alloc_), mem(alloc_ ? 0 : size + 2 * kGuard, 0x5a) {
     me = weft::get_rank_me();
     n = weft::get_rank_n();
     to = (me + 1) % n;
     from = (me - 1 + n) % n;
-    mr = weft::register_memory(mem.data() + kGuard, size);
+    mr = alloc ? weft::alloc_memory(size) : weft::register_memory(mem.data() + kGuard, size);
     CHECK_EQ(mr.get_attr_size(), size);
-    CHECK(mr.get_attr_base() == mem.data() + kGuard);
+    if (alloc)
+      memset(mr.get_attr_base(), 0x5a, size);
+    else
+      CHECK(mr.get_attr_base() == mem.data() + kGuard);
     to_rmr = exchange(weft::get_rmr(mr));
   }
-  ~windows() { weft::deregister_memory(&mr); }
-  unsigned char* base() { return mem.data() + kGuard; }
+  ~windows() { alloc ? weft::free_memory(&mr) : weft::deregister_memory(&mr); }
+  unsigned char* base() { return static_cast<unsigned char*>(mr.get_attr_base()); }
 
   // Sends `mine` to the previous rank and returns the next rank's handle.
   weft::rmr_t exchange(weft::rmr_t mine) { return swap_rmr(to, from, mine); }
@@ -50,8 +56,11 @@ bool guards_intact(const unsigned char* p, size_t size) {
 
 }  // namespace
 
-int scenario_rma() {
-  windows w((24 << 20) + 4096);
+// Every size, both directions, with and without a notification, each completion kind: the
+// data, the guards around it and every completion's fields. With `alloc` the windows come
+// from alloc_memory (over shared memory: copied through the initiator's mapping).
+int run_rma(bool alloc) {
+  windows w((24 << 20) + 4096, alloc);
   weft::comp_t rcq = weft::alloc_cq();
   weft::rcomp_t rc = weft::register_rcomp(rcq);
   weft::barrier();  // every rank registered before anyone sends to it
@@ -127,7 +136,15 @@ int scenario_rma() {
   CHECK_EQ(weft::cq_size(rcq), 0u);
   weft::deregister_rcomp(rc);
   weft::free_comp(&rcq);
-  return finish("rma");
+  return finish(alloc ? "rma_alloc" : "rma");
+}
+
+int scenario_rma() {
+  return run_rma(false);
+}
+
+int scenario_rma_alloc() {
+  return run_rma(true);
 }
 
 // A test sink for calling the backend directly: records completions.

@@ -3,6 +3,9 @@
 #pragma once
 
 int scenario_rma();
+int scenario_rma_alloc();
+int scenario_alloc();
+int scenario_alloc_mapped();
 int scenario_rma_errors();
 int scenario_rma_forged();
 int scenario_rma_stale();

@@ -3,6 +3,7 @@
 
 #include "bootstrap/bootstrap.hpp"
 #include "net/shm/layout.hpp"
+#include "net/shm/shareable.hpp"
 #include "util/fail.hpp"
 
 namespace weft::net::shm {
@@ -34,6 +35,7 @@ region_table::region_table(bootstrap::bootstrap& b, int context_id, size_t nentr
   auto* own = reinterpret_cast<region_entry*>(base + 4096);
   for (size_t i = 0; i < nentries; ++i) {
     auto* e = new (&own[i]) region_entry{};
+    e->map_fd = -1;
     e->state.store(0, std::memory_order_relaxed);
     e->name_key.store(0, std::memory_order_relaxed);
     e->name_generation.store(0, std::memory_order_relaxed);
@@ -101,6 +103,11 @@ uint32_t region_table::add(void* base, size_t size, rkey_t name) {
   region_entry& e = tables_[size_t(me_)][slot];
   e.base = reinterpret_cast<uint64_t>(base);
   e.size = size;
+  int fd = -1;
+  uint64_t ino = 0, offset = 0;
+  e.map_fd = find_shareable(base, size, fd, offset, ino) ? fd : -1;
+  e.map_ino = ino;
+  e.map_offset = offset;
   e.name_key.store(name.key, std::memory_order_relaxed);
   e.name_generation.store(name.generation, std::memory_order_relaxed);
   // Raised before the record goes live, so a peer that learns the name (by a message sent
@@ -172,6 +179,24 @@ const char* region_table::acquire(int rank, rkey_t k, uint64_t addr, size_t size
       held = slot;
     return true;
   });
+}
+
+bool region_table::live(int rank, rkey_t k) const {
+  if (k.key == 0) return false;
+  return search(rank, k, [](region_entry&, uint32_t, uint64_t, const char*& why) {
+           why = nullptr;
+           return true;
+         }) == nullptr;
+}
+
+bool region_table::shareable(int rank, rkey_t k) const {
+  bool yes = false;
+  if (k.key == 0) return false;
+  search(rank, k, [&](region_entry& e, uint32_t, uint64_t, const char*&) {
+    yes = e.map_fd >= 0;
+    return true;
+  });
+  return yes;
 }
 
 void region_table::release(int rank, uint32_t slot) {

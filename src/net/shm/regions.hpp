@@ -35,6 +35,10 @@ struct alignas(util::cache_line) region_entry {
   std::atomic<uint64_t> name_key, name_generation;
   uint64_t base;
   uint64_t size;
+  // Shareable memory (shareable.hpp): the owner's descriptor of the file the region lies
+  // in, the file's inode number and the region's offset in it; map_fd -1 otherwise.
+  int32_t map_fd;
+  uint64_t map_ino, map_offset;
   // Accesses in progress, by any local rank. A line of its own: the owner's inline puts
   // hold the region on every put, and sharing the line with the fields above made each
   // initiator's check at posting miss on it again (a cross-core transfer per put).
@@ -47,7 +51,8 @@ class region_table {
   region_table(bootstrap::bootstrap& boot, int context_id, size_t nentries);
 
   // The owner's side, by slot. add() fails (fatal_error) when the table is full; `name`
-  // must not have been used before (key 0 is reserved).
+  // must not have been used before (key 0 is reserved). A region inside a shareable
+  // allocation is recorded with its descriptor, for peers to map.
   uint32_t add(void* base, size_t size, rkey_t name);
   void retire(uint32_t slot);      // refuses new accesses from now on
   bool idle(uint32_t slot) const;  // no access in progress
@@ -60,6 +65,13 @@ class region_table {
   // names no region: refused.
   const char* acquire(int rank, rkey_t k, uint64_t addr, size_t size, uint32_t& slot);
   void release(int rank, uint32_t slot);
+  // The record an access holds (slot from acquire).
+  const region_entry& entry(int rank, uint32_t slot) const { return tables_[size_t(rank)][slot]; }
+  // Whether `rank` has region `k` registered now.
+  bool live(int rank, rkey_t k) const;
+  // Whether region `k` of `rank` lies in shareable memory (at posting: the access checks
+  // again, holding the record).
+  bool shareable(int rank, rkey_t k) const;
   // Checks without holding (at posting; the access itself checks again).
   const char* check(int rank, rkey_t k, uint64_t addr, size_t size) const;
   // The slot where the search for `k` starts.

@@ -428,6 +428,7 @@ uint64_t shm_device::count(counter_t c) const {
   if (c == counter_t::bytes_pipelined) return bytes_pipelined_.load(std::memory_order_relaxed);
   if (c == counter_t::bytes_streamed) return bytes_streamed_.load(std::memory_order_relaxed);
   if (c == counter_t::channels_bypassed) return bypassed_.load(std::memory_order_relaxed);
+  if (c == counter_t::bytes_mapped) return bytes_mapped_.load(std::memory_order_relaxed);
   if (c == counter_t::bytes_cross_memory)
     return bytes_cross_memory_.load(std::memory_order_relaxed);
   return 0;

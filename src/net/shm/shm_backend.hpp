@@ -14,6 +14,7 @@
 #include "net/shm/bell_socket.hpp"
 #include "net/shm/chooser.hpp"
 #include "net/shm/layout.hpp"
+#include "net/shm/peer_maps.hpp"
 #include "net/shm/put_ring.hpp"
 #include "net/shm/regions.hpp"
 #include "net/shm/segment.hpp"
@@ -35,6 +36,7 @@ struct settings {
   bool stores_auto;      // WEFT_SHM_STORES=auto: each peer's store_chooser decides
   store_mode stores;     // otherwise every pipelined transfer's target stores so
   bool ahead;            // WEFT_SHM_AHEAD: rendezvous data may go before its clear-to-send
+  bool map;              // WEFT_SHM_MAP: puts and gets into shareable memory by a mapping
 };
 
 class shm_context;
@@ -209,6 +211,7 @@ class shm_device final : public device {
   void direct_access(bool write, int rank, void* local, size_t size, uint64_t remote_addr, rkey_t k,
                      const void* note, size_t note_len, void* ctx, bool data = false);
   put_mode rma_mechanism() const;
+  bool mapped_target(int rank, rkey_t k);
   bool stream_out(int rank, const void* src, size_t size, uint64_t remote_addr, rkey_t k,
                   const void* note, size_t note_len, void* ctx, uint16_t kind);
   bool start_stream(int rank, put_start_msg& m);
@@ -287,7 +290,7 @@ class shm_device final : public device {
   std::vector<pending_get> gets_;
   put_ring puts_;  // our inline puts, awaiting their acknowledgments
   std::atomic<uint64_t> bytes_pipelined_{0}, bytes_cross_memory_{0}, bytes_streamed_{0},
-      bypassed_{0};
+      bytes_mapped_{0}, bypassed_{0};
   // Data of ours sent ahead that the target has neither accepted nor refused: at most
   // nchannels - 1 transfers, so that messages nobody receives yet never hold every channel.
   std::atomic<uint32_t> unaccepted_{0};
@@ -314,6 +317,9 @@ class shm_context final : public context {
   bool cma_permitted() const { return cma_ok_; }
   pid_t pid_of(int rank) const { return pids_[size_t(rank)]; }
   region_table& regions() { return *regions_; }
+  // Peers' shareable memory mapped here; nullptr when WEFT_SHM_MAP=0 or cross-memory
+  // attach (whose permission pidfd_getfd needs too) is not permitted.
+  peer_maps* maps() { return maps_.get(); }
 
  private:
   std::shared_ptr<bootstrap::bootstrap> boot_;
@@ -322,6 +328,7 @@ class shm_context final : public context {
   bool cma_ok_ = false;
   std::vector<pid_t> pids_;
   std::unique_ptr<region_table> regions_;
+  std::unique_ptr<peer_maps> maps_;
 };
 
 }  // namespace weft::net::shm

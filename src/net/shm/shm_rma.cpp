@@ -25,8 +25,9 @@ const char* shm_device::check_remote(int rank, uint64_t remote_addr, size_t size
 }
 
 // A put (write) or get done at once by the initiator: check and hold the target's region,
-// copy (memmove to itself, cross-memory attach to a peer), release, notify the target,
-// and report completion at the next poll.
+// copy (memmove to itself; to a peer through this process's mapping of its shareable
+// region, else by cross-memory attach), release, notify the target, and report completion
+// at the next poll.
 void shm_device::direct_access(bool write, int rank, void* local, size_t size, uint64_t remote_addr,
                                rkey_t k, const void* note, size_t note_len, void* ctx, bool data) {
   const auto done = write ? local_event::put_done : local_event::get_done;
@@ -39,18 +40,29 @@ void shm_device::direct_access(bool write, int rank, void* local, size_t size, u
     return;
   }
   int err = 0;
+  bool by_map = false;
   if (size) {
     auto* remote = reinterpret_cast<void*>(remote_addr);
-    if (rank == ctx_.boot().rank())
+    peer_maps* maps = data ? nullptr : ctx_.maps();
+    uint32_t use = 0;
+    char* mapped = maps && rank != ctx_.boot().rank()
+                       ? maps->map(rank, k, regions.entry(rank, held), remote_addr, use)
+                       : nullptr;
+    if (rank == ctx_.boot().rank()) {
       write ? memmove(remote, local, size) : memmove(local, remote, size);
-    else if (write)
+    } else if (mapped) {
+      write ? memcpy(mapped, local, size) : memcpy(local, mapped, size);
+      maps->done(rank, use);
+      by_map = true;
+    } else if (write) {
       err = cma_write(peers_[size_t(rank)]->pid, local, remote_addr, size);
-    else
+    } else {
       err = cma_read(peers_[size_t(rank)]->pid, local, remote_addr, size);
+    }
   }
   regions.release(rank, held);
   if (!err && rank != ctx_.boot().rank())
-    bytes_cross_memory_.fetch_add(size, std::memory_order_relaxed);
+    (by_map ? bytes_mapped_ : bytes_cross_memory_).fetch_add(size, std::memory_order_relaxed);
   if (err == ESRCH) {  // the peer has died: the operation fails, and the core says why
     peers_[size_t(rank)]->gone.store(true, std::memory_order_relaxed);
     events_.add(local_event{done, rank, ctx, false, 0, {}});
@@ -63,6 +75,12 @@ void shm_device::direct_access(bool write, int rank, void* local, size_t size, u
   events_.add(local_event{done, rank, ctx, true, 0, {}});
 }
 
+// Whether region k of rank is a peer's shareable memory that this process maps: then a put
+// or get into it is one memcpy, whatever WEFT_SHM_RMA says.
+bool shm_device::mapped_target(int rank, rkey_t k) {
+  return ctx_.maps() && rank != ctx_.boot().rank() && ctx_.regions().shareable(rank, k);
+}
+
 // A user's put: by cross-memory attach when permitted and WEFT_SHM_RMA asks for it.
 put_mode shm_device::rma_mechanism() const {
   const settings& cfg = ctx_.config();
@@ -71,7 +89,8 @@ put_mode shm_device::rma_mechanism() const {
 
 bool shm_device::try_get(int rank, void* dst, size_t size, uint64_t remote_addr, rkey_t k,
                          const void* note, size_t note_len, void* ctx) {
-  if (rank == ctx_.boot().rank() || size == 0 || rma_mechanism() == put_mode::cma) {
+  if (rank == ctx_.boot().rank() || size == 0 || rma_mechanism() == put_mode::cma ||
+      mapped_target(rank, k)) {
     direct_access(false, rank, dst, size, remote_addr, k, note, note_len, ctx);
     return true;
   }

@@ -49,6 +49,7 @@ settings read_settings() {
   s.stores_auto = stores == "auto";
   s.stores = stores == "streaming" ? store_mode::streaming : store_mode::cached;
   s.ahead = util::get_flag(setting::shm_ahead);
+  s.map = util::get_flag(setting::shm_map);
   // Each size is checked against its row's range in settings.def.
   s.nchannels = *util::get_size(setting::shm_channels);
   s.chunk_size = *util::get_size(setting::shm_chunk);
@@ -104,6 +105,7 @@ shm_context::shm_context(std::shared_ptr<bootstrap::bootstrap> boot, int context
     settings_.mode = put_mode::pipeline;
   }
   regions_ = std::make_unique<region_table>(b, context_id_, settings_.nregions);
+  if (settings_.map && cma_ok_) maps_ = std::make_unique<peer_maps>(*regions_, pids_, b.rank());
   WEFT_LOG(info, "shm context %d: %s", context_id_, describe().c_str());
 }
 
@@ -128,7 +130,8 @@ std::string shm_context::describe() const {
             : "inbox lanes: " +
                   std::to_string(default_lanes(true, hw_threads(), size_t(boot_->local_size()))) +
                   " on shared devices, " + std::to_string(base_lanes) + " on others") +
-       "; cross-memory attach " + (cma_ok_ ? "permitted" : "not permitted");
+       "; cross-memory attach " + (cma_ok_ ? "permitted" : "not permitted") +
+       "; alloc_memory's regions " + (maps_ ? "mapped by peers" : "not mapped");
   return s;
 }
 

@@ -49,6 +49,10 @@ bool shm_device::stream_out(int rank, const void* src, size_t size, uint64_t rem
   if (kind == stream_put && note_len && !self && size &&
       size + sizeof(put_inline_msg) <= max_message_size())
     return put_inline(rank, src, size, remote_addr, k, note, note_len, ctx);
+  if (kind == stream_put && mapped_target(rank, k)) {  // one memcpy: nothing to choose
+    direct_access(true, rank, const_cast<void*>(src), size, remote_addr, k, note, note_len, ctx);
+    return true;
+  }
   // WEFT_SHM_PUT=auto: the peer's chooser picks rendezvous data's mechanism and is told
   // how long it took; WEFT_SHM_RMA=auto: a user's put's too.
   const settings& cfg = ctx_.config();
