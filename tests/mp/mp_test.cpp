@@ -753,6 +753,7 @@ int main(int argc, char** argv) {
       {"crash", scenario_crash},
       {"rma", scenario_rma},
       {"rma_alloc", scenario_rma_alloc},
+      {"ack_past_held", scenario_ack_past_held},
       {"alloc", scenario_alloc},
       {"alloc_mapped", scenario_alloc_mapped},
       {"rma_errors", scenario_rma_errors},

@@ -311,7 +311,8 @@ bool shm_device::offer_cell(sink& s, const lane& ln, lane_hold& hold, uint64_t p
   cell_header* c = ln.cell(pos, mask_);
   const uint16_t src = c->src;
   const bool known = src < hold.from.size();
-  if ((!known || !hold.from[src]) && handle_cell(s, c, ln.body(pos, mask_, geo_.cell_size))) {
+  if ((!known || !hold.from[src] || answers_ours(c->kind)) &&
+      handle_cell(s, c, ln.body(pos, mask_, geo_.cell_size))) {
     c->seq.store(pos + geo_.ncells, std::memory_order_release);
     return true;
   }
@@ -331,7 +332,7 @@ size_t shm_device::drain_holding(sink& s, const lane& ln, lane_hold& hold, size_
     cell_header* c = ln.cell(pos, mask_);
     const uint16_t src = c->src;
     const bool known = src < hold.refused.size();
-    if (n < max && (!known || !hold.refused[src]) &&
+    if (n < max && (!known || !hold.refused[src] || answers_ours(c->kind)) &&
         handle_cell(s, c, ln.body(pos, mask_, geo_.cell_size))) {
       c->seq.store(pos + geo_.ncells, std::memory_order_release);
       if (known) --hold.from[src];

@@ -240,6 +240,14 @@ class shm_device final : public device {
                                              uint64_t to);
   [[gnu::noinline, gnu::cold]] size_t drain_holding(sink& s, const lane& ln, lane_hold& hold,
                                                     size_t max);
+  // An answer to an operation of this rank (an inline put's acknowledgment, a get's
+  // refusal): always taken, and in no order with its sender's other cells, so it passes
+  // the cells of its sender held behind a refusal. Held behind them it deadlocked: a rank
+  // whose completion queue is full (the held cell is a notification for it) waits for its
+  // own put's acknowledgment before it pops that queue (mp.ack_past_held).
+  static bool answers_ours(uint8_t kind) {
+    return kind == kind_put_ack || kind == kind_get_refused;
+  }
   // Under hold.lock: offers one claimed cell, or holds it behind its sender's held ones.
   bool offer_cell(sink& s, const lane& ln, lane_hold& hold, uint64_t pos);
   // Channel c of the channel area at `channels` (own_channels_ or a peer's).
