@@ -1,14 +1,17 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// A distributed array over one-sided put and get: each rank owns a block, registers it, and
-// hands the block's remote handle to every peer. Writers put with notification, so an owner
-// learns which of its elements changed without any message of its own; readers get.
-//   weftrun -n 4 distributed_array [elements_per_rank] [--bench]
+// A distributed array over one-sided put and get: each rank owns a block and hands the
+// block's remote handle to every peer. Writers put with notification, so an owner learns
+// which of its elements changed without any message of its own; readers get. The blocks
+// come from alloc_memory: peers on the same host then put and get with a plain memcpy
+// through their mapping of the block (--registered: a std::vector registered instead).
+//   weftrun -n 4 distributed_array [elements_per_rank] [--bench] [--registered]
 // --bench also times get and put of whole blocks to the next rank (bandwidth per size).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <span>
 #include <string>
 #include <vector>
 #include <weft/weft.hpp>
@@ -17,9 +20,14 @@ namespace {
 
 class distributed_array {
  public:
-  explicit distributed_array(size_t per_rank)
-      : me_(weft::get_rank_me()), n_(weft::get_rank_n()), per_rank_(per_rank), block_(per_rank) {
-    mr_ = weft::register_memory(block_.data(), per_rank * sizeof(double));
+  distributed_array(size_t per_rank, bool registered)
+      : me_(weft::get_rank_me()),
+        n_(weft::get_rank_n()),
+        per_rank_(per_rank),
+        own_(registered ? per_rank : 0) {
+    mr_ = registered ? weft::register_memory(own_.data(), per_rank * sizeof(double))
+                     : weft::alloc_memory(per_rank * sizeof(double));
+    block_ = std::span<double>(static_cast<double*>(mr_.get_attr_base()), per_rank);
     updates_ = weft::alloc_cq_x().depth(1 << 16)();
     rcomp_ = weft::register_rcomp(updates_);  // collective: same index everywhere
     done_ = weft::alloc_sync();
@@ -29,14 +37,14 @@ class distributed_array {
   ~distributed_array() {
     weft::barrier();
     weft::deregister_rcomp(rcomp_);
-    weft::deregister_memory(&mr_);
+    own_.empty() ? weft::free_memory(&mr_) : weft::deregister_memory(&mr_);
     weft::free_comp(&updates_);
     weft::free_comp(&done_);
   }
 
   size_t size() const { return per_rank_ * size_t(n_); }
   int owner(size_t i) const { return int(i / per_rank_); }
-  std::vector<double>& local_block() { return block_; }
+  std::span<double> local_block() { return block_; }
 
   // Writes v[0..count) at global index i (within one block); the owner is notified.
   void put(size_t i, const double* v, size_t count) {
@@ -106,7 +114,8 @@ class distributed_array {
 
   int me_, n_;
   size_t per_rank_;
-  std::vector<double> block_;
+  std::vector<double> own_;  // --registered: the block; otherwise empty
+  std::span<double> block_;
   weft::mr_t mr_;
   weft::comp_t updates_, done_;
   weft::rcomp_t rcomp_;
@@ -153,10 +162,12 @@ void bench(distributed_array& a, int me, int n) {
 
 int main(int argc, char** argv) {
   size_t per_rank = 1 << 19;  // 4 MiB of doubles per rank
-  bool do_bench = false;
+  bool do_bench = false, registered = false;
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--bench")
       do_bench = true;
+    else if (std::string(argv[i]) == "--registered")
+      registered = true;
     else
       per_rank = std::strtoull(argv[i], nullptr, 10);
   }
@@ -164,7 +175,7 @@ int main(int argc, char** argv) {
   int rc = 0;
   {
     const int me = weft::get_rank_me(), n = weft::get_rank_n();
-    distributed_array a(per_rank);
+    distributed_array a(per_rank, registered);
     for (double& x : a.local_block()) x = -1;
     weft::barrier();
     // Every rank writes the elements i with i mod n == its rank, value i + 0.5, one put of
