@@ -68,27 +68,33 @@ static int register_memory(weft_engine_t e, void* base, size_t size, weft_engine
   return WEFT_OK;
 }
 
-/* Takes `mem` off the engine's list and frees its record. */
-static int forget_region(weft_engine_t e, weft_engine_mem_t mem) {
+/* Takes `mem` off the engine's list and frees its record, and its memory when it was
+   allocated; `call` (deregister or free) refuses a region of the other kind. The record is
+   read only once found on the list. */
+static int forget_region(weft_engine_t e, weft_engine_mem_t mem, int allocated, const char* call) {
   mpi_engine* m = self(e);
   pthread_mutex_lock(&m->lock);
   mpi_region** at = &m->regions;
   while (*at && *at != (mpi_region*)mem) at = &(*at)->next;
   mpi_region* r = *at;
-  if (r) *at = r->next;
+  const int kind_ok = r && r->allocated == allocated;
+  if (kind_ok) *at = r->next;
   pthread_mutex_unlock(&m->lock);
-  if (!r)
-    return weft_engine_fail("weft_engine_deregister_memory", "mem", "?",
-                            "not a region registered with this engine");
+  if (!r) return weft_engine_fail(call, "mem", "?", "not a region registered with this engine");
+  if (!kind_ok)
+    return allocated ? weft_engine_fail(call, "mem", "registered",
+                                        "the program owns that memory: "
+                                        "weft_engine_deregister_memory")
+                     : weft_engine_fail(call, "mem", "allocated",
+                                        "a region of weft_engine_alloc_memory: "
+                                        "weft_engine_free_memory");
+  if (allocated) free(r->base);
   free(r);
   return WEFT_OK;
 }
 
 static int deregister_memory(weft_engine_t e, weft_engine_mem_t mem) {
-  if (((const mpi_region*)mem)->allocated)
-    return weft_engine_fail("weft_engine_deregister_memory", "mem", "allocated",
-                            "a region of weft_engine_alloc_memory: weft_engine_free_memory");
-  return forget_region(e, mem);
+  return forget_region(e, mem, 0, "weft_engine_deregister_memory");
 }
 
 /* On huge pages where the system allows them (transparent huge pages, "madvise"): a
@@ -112,14 +118,7 @@ static int alloc_memory(weft_engine_t e, size_t size, void** base, weft_engine_m
 }
 
 static int free_memory(weft_engine_t e, weft_engine_mem_t mem) {
-  const mpi_region* r = (const mpi_region*)mem;
-  if (!r->allocated)
-    return weft_engine_fail("weft_engine_free_memory", "mem", "registered",
-                            "the program owns that memory: weft_engine_deregister_memory");
-  void* base = r->base;
-  const int rc = forget_region(e, mem);
-  if (rc == WEFT_OK) free(base);
-  return rc;
+  return forget_region(e, mem, 1, "weft_engine_free_memory");
 }
 
 static int pack_memory(weft_engine_t e, weft_engine_mem_t mem, void* out) {

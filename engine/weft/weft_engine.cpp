@@ -110,28 +110,31 @@ int weft_engine::add_region(std::unique_ptr<mem_region> r, weft_engine_mem_t* me
 }
 
 int weft_engine::deregister_memory(weft_engine_mem_t mem) {
-  if (reinterpret_cast<const mem_region*>(mem)->allocated)
-    return weft_engine_fail("weft_engine_deregister_memory", "mem", "allocated",
-                            "a region of weft_engine_alloc_memory: weft_engine_free_memory");
-  return forget_region(mem);
+  return forget_region(mem, false, "weft_engine_deregister_memory");
 }
 
 int weft_engine::free_memory(weft_engine_mem_t mem) {
-  if (!reinterpret_cast<const mem_region*>(mem)->allocated)
-    return weft_engine_fail("weft_engine_free_memory", "mem", "registered",
-                            "the program owns that memory: weft_engine_deregister_memory");
-  return forget_region(mem);
+  return forget_region(mem, true, "weft_engine_free_memory");
 }
 
-// Takes `mem` out of the table and deregisters it (and frees it, when allocated).
-int weft_engine::forget_region(weft_engine_mem_t mem) {
+// Takes `mem` out of the table and deregisters it (and frees it, when allocated); `call`
+// (deregister or free) refuses a region of the other kind.
+int weft_engine::forget_region(weft_engine_mem_t mem, bool allocated, const char* call) {
   std::unique_ptr<mem_region> r(reinterpret_cast<mem_region*>(mem));
   {
     util::lock_guard<util::spinlock> g(regions_lock_);
     if (r->id >= regions_.size() || regions_[r->id] != r.get()) {
       r.release();
-      return weft_engine_fail("weft_engine_deregister_memory", "mem", "?",
-                              "not a region registered with this engine");
+      return weft_engine_fail(call, "mem", "?", "not a region registered with this engine");
+    }
+    if (r->allocated != allocated) {
+      r.release();
+      return allocated ? weft_engine_fail(call, "mem", "registered",
+                                          "the program owns that memory: "
+                                          "weft_engine_deregister_memory")
+                       : weft_engine_fail(call, "mem", "allocated",
+                                          "a region of weft_engine_alloc_memory: "
+                                          "weft_engine_free_memory");
     }
     regions_[r->id] = nullptr;
     free_ids_.push_back(r->id);

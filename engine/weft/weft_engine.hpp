@@ -146,7 +146,7 @@ class weft_engine : public weft_engine_s {
  private:
   // The region table: a region in (registered or allocated), and out (deregistered or freed).
   int add_region(std::unique_ptr<mem_region> r, weft_engine_mem_t* mem);
-  int forget_region(weft_engine_mem_t mem);
+  int forget_region(weft_engine_mem_t mem, bool allocated, const char* call);
   // rma.cpp
   int start_rma(std::unique_ptr<rma_op>& op);
   int put_eager(const rma_op& op, weft_engine_tag_t r_tag, const void* r_data, size_t r_size);

@@ -74,7 +74,6 @@ char* peer_maps::add(int rank, per_rank& pr, rkey_t k, const region_entry& e, ui
   s.key.store(k.key, std::memory_order_relaxed);
   s.generation.store(k.generation, std::memory_order_relaxed);
   s.refs.store(1, std::memory_order_release);  // counting this access
-  mapped_.fetch_add(1, std::memory_order_relaxed);
   use = i;
   return base;
 }

@@ -39,8 +39,6 @@ class peer_maps {
   // free. On success `use` names the slot to hand back with done() after the copy.
   char* map(int rank, rkey_t k, const region_entry& e, uint64_t addr, uint32_t& use);
   void done(int rank, uint32_t use);
-  // Mappings made (for the counters and the tests).
-  uint64_t mapped() const { return mapped_.load(std::memory_order_relaxed); }
 
  private:
   struct slot {
@@ -63,7 +61,6 @@ class peer_maps {
   std::vector<pid_t> pids_;
   std::vector<std::unique_ptr<per_rank>> ranks_;
   std::mutex lock_;
-  std::atomic<uint64_t> mapped_{0};
 };
 
 }  // namespace weft::net::shm
