@@ -4,6 +4,8 @@
 // which of its elements changed without any message of its own; readers get. The blocks
 // come from alloc_memory: peers on the same host then put and get with a plain memcpy
 // through their mapping of the block (--registered: a std::vector registered instead).
+// A rank keeps taking notifications while it waits for its own put: a full notification
+// queue holds back every put into it, this rank's own too.
 //   weftrun -n 4 distributed_array [elements_per_rank] [--bench] [--registered]
 // --bench also times get and put of whole blocks to the next rank (bandwidth per size).
 #include <algorithm>
@@ -55,7 +57,7 @@ class distributed_array {
                     .remote_comp(rcomp_)
                     .tag(weft::tag_t(me_))())
                .error.is_retry())
-      weft::progress();
+      keep_updates();
     wait_for(s);
   }
   // Reads count elements at global index i (within one block).
@@ -65,13 +67,16 @@ class distributed_array {
     while ((s = weft::post_get(r, v, count * sizeof(double), done_,
                                (i % per_rank_) * sizeof(double), handles_[size_t(r)]))
                .error.is_retry())
-      weft::progress();
+      keep_updates();
     wait_for(s);
   }
   // Takes the notifications of puts into this rank's block: (writer, first index, count).
   bool next_update(int* writer, size_t* index, size_t* count) {
-    weft::status_t s = weft::cq_pop(updates_);
-    if (!s.error.is_done()) {
+    weft::status_t s;
+    if (next_taken_ < taken_.size()) {
+      s = taken_[next_taken_++];
+      if (next_taken_ == taken_.size()) taken_.clear(), next_taken_ = 0;
+    } else if (!(s = weft::cq_pop(updates_)).error.is_done()) {
       weft::progress();
       return false;
     }
@@ -82,8 +87,19 @@ class distributed_array {
   }
 
  private:
+  // While this rank waits for its own put or get, it keeps taking the notifications of
+  // puts into its block: a notified put completes once its notification is in the
+  // target's queue, so a full queue holds back every writer, this rank's own puts too.
+  void keep_updates() {
+    weft::status_t u = weft::cq_pop(updates_);
+    if (u.error.is_done())
+      taken_.push_back(u);
+    else
+      weft::progress();
+  }
   void wait_for(weft::status_t s) {
-    if (s.error.is_posted()) weft::sync_wait(done_, &s);
+    if (s.error.is_posted())
+      while (!weft::sync_test(done_, &s)) keep_updates();
     if (!s.error.is_done()) {
       fprintf(stderr, "rank %d: one-sided operation failed: %s\n", me_, s.error.get_str());
       std::exit(1);
@@ -120,6 +136,8 @@ class distributed_array {
   weft::comp_t updates_, done_;
   weft::rcomp_t rcomp_;
   std::vector<weft::rmr_t> handles_;
+  std::vector<weft::status_t> taken_;  // notifications taken while waiting (keep_updates)
+  size_t next_taken_ = 0;
 };
 
 double now_s() {

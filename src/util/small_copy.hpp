@@ -24,7 +24,7 @@ struct bytes16 {
   char b[16];
 };
 
-inline void small_copy(void* dst, const void* src, size_t n) {
+[[gnu::always_inline]] inline void small_copy(void* dst, const void* src, size_t n) {
   auto* d = static_cast<char*>(dst);
   auto* s = static_cast<const char*>(src);
   if (n >= 16 && n <= 32)

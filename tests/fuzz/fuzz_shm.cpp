@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // The shared-memory backend's cell decoder (src/net/shm/shm_backend.cpp and shm_rma.cpp): a
 // local peer writes cells into this rank's inbox, and every kind but a plain message is
-// decoded here first (a pipelined put starting, a notification, a pipelined get's request or
-// refusal, rendezvous data sent ahead) before the core sees anything. A peer that is buggy or
-// killed half-way can leave any bytes. Input: the first byte is the cell's kind (low 4 bits:
-// the kinds and a few unknown ones), the rest its body; one rank without a launcher receives
-// it as from itself, then progresses (a pipelined put that was accepted copies its data, a
-// get is served) and empties its queue. The runtime is made anew every 1000 inputs.
+// decoded here first (a pipelined put starting, a notification, a pipelined get's request,
+// answer or refusal, rendezvous data sent ahead) before the core sees anything. A peer that
+// is buggy or killed half-way can leave any bytes. Input: the first byte is the cell's kind
+// (low 4 bits: the kinds and a few unknown ones), the rest its body; one rank without a
+// launcher receives it as from itself, then progresses (a pipelined put that was accepted
+// copies its data, a get is served) and empties its queue. The runtime is made anew every
+// 1000 inputs.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>

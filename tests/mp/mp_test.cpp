@@ -754,6 +754,7 @@ int main(int argc, char** argv) {
       {"rma", scenario_rma},
       {"rma_alloc", scenario_rma_alloc},
       {"ack_past_held", scenario_ack_past_held},
+      {"ack_full_lane", scenario_ack_full_lane},
       {"alloc", scenario_alloc},
       {"alloc_mapped", scenario_alloc_mapped},
       {"rma_errors", scenario_rma_errors},

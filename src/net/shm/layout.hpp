@@ -3,7 +3,8 @@
 // channels are written by this rank and drained by the targets. The inbox is split into
 // lanes, each a ring of its own: a sending thread uses the lane of its thread index and a
 // polling thread starts at its own, so threads sharing one device mostly touch different
-// lines instead of all taking turns at one head and one tail.
+// lines instead of all taking turns at one head and one tail. Beside them, the answer lane
+// carries only answers to this rank's own operations (is_answer), which nothing holds.
 #pragma once
 
 #include <algorithm>
@@ -17,7 +18,7 @@
 namespace weft::net::shm {
 
 inline constexpr uint32_t segment_magic = 0x57454654;  // "WEFT"
-inline constexpr uint32_t layout_version = 12;
+inline constexpr uint32_t layout_version = 13;
 
 struct alignas(util::cache_line) segment_header {
   uint32_t magic;
@@ -81,7 +82,18 @@ enum cell_kind : uint8_t {
   kind_put_inline = 6,   // a small notified put: put_inline_msg, then the data
   kind_put_ack = 7,      // the target applied (or refused) a kind_put_inline
   kind_ahead = 8,        // the core's ready-to-send, its data already going into a channel
+  kind_get_reply = 9,    // a pipelined get's data begins in the target's channel
 };
+
+// Answers to an operation of the receiving rank: always taken, and in no order with their
+// sender's other cells. They travel in the answer lane, never in a lane where refused
+// cells are held: held behind those they deadlocked, when a rank whose completion queue
+// was full (a held cell being a notification for it) waited for its own put's
+// acknowledgment before it popped that queue (mp.ack_past_held), and, once the held cells
+// filled a whole lane, when the acknowledgment could not even enter it (mp.ack_full_lane).
+inline bool is_answer(uint8_t kind) {
+  return kind == kind_put_ack || kind == kind_get_refused || kind == kind_get_reply;
+}
 
 // What a stream in a put channel is (put_start_msg::kind).
 enum stream_kind : uint16_t {
@@ -117,6 +129,19 @@ struct ahead_msg {
   uint32_t pad;
   char msg[48];
 };
+
+// The answer to a pipelined get (kind_get_reply): the requester's destination and note
+// are its own (take_get), so the announcement fits a cell line and the answer lane.
+struct get_reply_msg {
+  uint64_t ctx;  // the requester's get
+  uint64_t size;
+  uint32_t channel;
+  uint32_t piece;
+  uint8_t timed;
+  uint8_t stores;
+  uint8_t pad[6];
+};
+static_assert(sizeof(get_reply_msg) <= inline_capacity);
 
 struct notify_msg {
   char note[40];
@@ -172,6 +197,8 @@ struct alignas(util::cache_line) bell {
   // thread, and checking an empty lane cost a poll as much as checking the one in use.
   // Beside `armed`, which every send reads anyway: both change about never.
   std::atomic<uint64_t> lanes_used;
+  // Nonzero once the answer lane has carried a cell (set as lanes_used is).
+  std::atomic<uint32_t> answers_used;
 };
 
 // A channel streams one put at a time in chunk-sized slots (single producer: the owner;
@@ -204,7 +231,9 @@ struct geometry {
   size_t tail_offset(size_t lane) const { return head_offset(lane) + sizeof(ring_index); }
   size_t cells_offset(size_t lane) const { return head_offset(lane) + 4096; }
   size_t bodies_offset(size_t lane) const { return cells_offset(lane) + cells_bytes(); }
-  size_t channels_offset() const { return lanes_offset() + lane_stride() * nlanes; }
+  // The answer lane (is_answer): head, tail, then its cells; no bodies, answers fit a line.
+  size_t answers_offset() const { return lanes_offset() + lane_stride() * nlanes; }
+  size_t channels_offset() const { return answers_offset() + 4096 + cells_bytes(); }
   size_t channel_stride() const {
     return align(sizeof(channel_header), 4096) + chunk_size * nslots;
   }

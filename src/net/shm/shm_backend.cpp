@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "bootstrap/bootstrap.hpp"
+#include "util/fail.hpp"
 #include "util/log.hpp"
 #include "util/small_copy.hpp"
 #include "util/thread_index.hpp"
@@ -20,6 +21,46 @@
 #include "util/tsan.hpp"
 
 namespace weft::net::shm {
+
+bool shm_device::publish(peer& p, const lane& ln, uint8_t kind, const void* a, size_t alen,
+                         const void* b, size_t blen) {
+  uint64_t pos = ln.tail->value.load(std::memory_order_relaxed);
+  cell_header* c;
+  for (;;) {
+    c = ln.cell(pos, mask_);
+    const int64_t dif = int64_t(c->seq.load(std::memory_order_acquire) - pos);
+    if (dif == 0) {
+      if (ln.tail->value.compare_exchange_weak(pos, pos + 1, std::memory_order_seq_cst,
+                                               std::memory_order_relaxed))
+        break;
+    } else if (dif < 0) {
+      return false;  // full
+    } else {
+      pos = ln.tail->value.load(std::memory_order_relaxed);
+    }
+  }
+  // Whose claim this is, first: if this process dies before it publishes, the consumer's
+  // repair() can tell the cell from one a live sender is still filling.
+  c->src = uint16_t(ctx_.boot().rank());
+  c->lap = uint8_t(pos >> lap_shift_);
+#ifdef WEFT_TEST_HOOKS
+  test_hook_after_claim();
+#endif
+  const size_t len = alen + blen;
+  c->len = uint32_t(len);
+  c->kind = kind;
+  char* data = len <= inline_capacity ? reinterpret_cast<char*>(c + 1)
+                                      : ln.body(pos, mask_, geo_.cell_size);
+  util::small_copy(data, a, alen);
+  util::small_copy(data + alen, b, blen);
+  c->seq.store(pos + 1, std::memory_order_release);
+  // The claim above was a sequentially consistent read-modify-write of the tail, and a
+  // sleeper arms the bell before it rereads every tail: either it sees this claim or this
+  // load sees the bell armed. Only the producer that disarms it wakes.
+  if (p.bell_->armed.load(std::memory_order_seq_cst)) [[unlikely]]
+    ring_bell(p);
+  return true;
+}
 
 bool shm_device::enqueue_inline(int rank, uint8_t kind, const void* a, size_t alen, const void* b,
                                 size_t blen) {
@@ -36,42 +77,7 @@ bool shm_device::enqueue_inline(int rank, uint8_t kind, const void* a, size_t al
   const uint64_t bit = uint64_t(1) << li;
   if (!(p.bell_->lanes_used.load(std::memory_order_relaxed) & bit)) [[unlikely]]
     p.bell_->lanes_used.fetch_or(bit, std::memory_order_seq_cst);
-  uint64_t pos = ln.tail->value.load(std::memory_order_relaxed);
-  for (;;) {
-    cell_header* c = ln.cell(pos, mask_);
-    uint64_t seq = c->seq.load(std::memory_order_acquire);
-    int64_t dif = int64_t(seq - pos);
-    if (dif == 0) {
-      if (ln.tail->value.compare_exchange_weak(pos, pos + 1, std::memory_order_seq_cst,
-                                               std::memory_order_relaxed)) {
-        // Whose claim this is, first: if this process dies before it publishes, the
-        // consumer's repair() can tell the cell from one a live sender is still filling.
-        c->src = uint16_t(ctx_.boot().rank());
-        c->lap = uint8_t(pos >> lap_shift_);
-#ifdef WEFT_TEST_HOOKS
-        test_hook_after_claim();
-#endif
-        const size_t len = alen + blen;
-        c->len = uint32_t(len);
-        c->kind = kind;
-        char* data = len <= inline_capacity ? reinterpret_cast<char*>(c + 1)
-                                            : ln.body(pos, mask_, geo_.cell_size);
-        util::small_copy(data, a, alen);
-        util::small_copy(data + alen, b, blen);
-        c->seq.store(pos + 1, std::memory_order_release);
-        // The claim above was a sequentially consistent read-modify-write of the tail, and
-        // a sleeper arms the bell before it rereads every tail: either it sees this claim
-        // or this load sees the bell armed. Only the producer that disarms it wakes.
-        if (p.bell_->armed.load(std::memory_order_seq_cst)) [[unlikely]]
-          ring_bell(p);
-        return true;
-      }
-    } else if (dif < 0) {
-      return false;  // full
-    } else {
-      pos = ln.tail->value.load(std::memory_order_relaxed);
-    }
-  }
+  return publish(p, ln, kind, a, alen, b, blen);
 }
 
 // Wakes whoever sleeps on a peer's device: futex sleepers and descriptor sleepers.
@@ -84,7 +90,14 @@ void shm_device::ring_bell(peer& p) {
 
 bool shm_device::enqueue(int rank, uint8_t kind, const void* a, size_t alen, const void* b,
                          size_t blen) {
-  return enqueue_inline(rank, kind, a, alen, b, blen);
+  if (!is_answer(kind)) return enqueue_inline(rank, kind, a, alen, b, blen);
+  peer& p = *peers_[size_t(rank)];
+  if (alen + blen > inline_capacity)  // the answer lane has no bodies: a bug of ours
+    util::fail("enqueue (shm)", "answer of kind " + std::to_string(kind),
+               std::to_string(alen + blen) + " bytes", "longer than a cell line");
+  if (!p.bell_->answers_used.load(std::memory_order_relaxed)) [[unlikely]]
+    p.bell_->answers_used.store(1, std::memory_order_seq_cst);
+  return publish(p, p.answers, kind, a, alen, b, blen);
 }
 
 bool shm_device::try_send(int rank, const void* hdr, size_t hdr_len, const void* payload,
@@ -112,14 +125,17 @@ uint32_t shm_device::claim_channel() {
   return c;
 }
 
-void shm_device::send_note(int rank, const void* note, size_t len) {
+void shm_device::send_note_then(int rank, const void* note, size_t len, local_event::kind_t then,
+                                void* ctx) {
   notify_msg m{};
   memcpy(m.note, note, len);
-  if (!enqueue(rank, kind_notify, &m, len, nullptr, 0)) {
-    local_event e{local_event::notify, rank, nullptr, true, uint32_t(len), {}};
-    memcpy(e.note, note, len);
-    events_.add(e);
+  if (enqueue(rank, kind_notify, &m, len, nullptr, 0)) {
+    events_.add(local_event{then, rank, ctx, true, 0, {}});
+    return;
   }
+  local_event e{local_event::notify, rank, ctx, true, uint32_t(len), {}, then};
+  memcpy(e.note, note, len);
+  events_.add(e);
 }
 
 // Inline into drain_lane: one call fewer per message.
@@ -146,50 +162,26 @@ bool shm_device::handle_other_cell(sink& s, const cell_header* c, const char* da
       put_start_msg m;
       if (c->len != sizeof(m)) break;
       memcpy(&m, data, sizeof(m));
-      if (m.channel >= geo_.nchannels || m.note_len > sizeof(m.note) || !piece_ok(m.piece)) break;
-      char* channels = peers_[size_t(src)]->channels;
-      auto* ch = channel_of(channels, m.channel);
-      char* dst = reinterpret_cast<char*>(m.remote_addr);
-      rkey_t k{m.key, m.generation};
-      uint32_t held = 0;
-      if (m.kind == stream_get_reply) {
-        // The answer to our own get: the destination is the one we asked for.
-        pending_get g;
-        if (!take_get(src, m.get_ctx, &g) || g.size != m.size) {
-          WEFT_LOG(error, "shm: rank %d streams an answer to an unknown get",
-                   ctx_.boot().job_rank(src));
-          ch->verdict.store(verdict_refused, std::memory_order_release);
-          return true;
-        }
-        dst = g.dst;
-      } else if (m.kind == stream_data) {  // rendezvous data: only into the buffer offered
-        if (!s.expects_data(src, m.remote_addr, m.size, m.note, m.note_len)) {
-          WEFT_LOG(error,
-                   "shm: rank %d streams %llu bytes of rendezvous data to %#llx, which "
-                   "no receive of its offered: refused",
-                   ctx_.boot().job_rank(src), static_cast<unsigned long long>(m.size),
-                   static_cast<unsigned long long>(m.remote_addr));
-          ch->verdict.store(verdict_refused, std::memory_order_release);
-          return true;
-        }
-      } else {  // a user's put: only into a registered region
-        if (const char* why = ctx_.regions().acquire(me, k, m.remote_addr, m.size, held)) {
-          log_refusal("put from a peer", me, k, m.remote_addr, m.size, why);
-          ch->verdict.store(verdict_refused, std::memory_order_release);
-          return true;
-        }
-      }
-      ch->verdict.store(verdict_accepted, std::memory_order_release);
-      if (m.kind == stream_data) WEFT_TSAN_ACQUIRE(dst);  // offered in our clear-to-send
-      incoming_put in{src,  ch,        slots_of(channels, m.channel), dst,        m.size, 0,
-                      held, m.get_ctx, m.kind == stream_get_reply,    m.note_len, {}};
-      memcpy(in.note, m.note, sizeof(in.note));
-      in.timed = m.timed != 0;
-      in.piece = m.piece;
-      in.store =
-          m.stores == uint8_t(store_mode::streaming) ? store_mode::streaming : store_mode::cached;
-      incoming_.add(in);
-      return true;
+      // A get's answer comes as kind_get_reply, in the answer lane.
+      if (m.channel >= geo_.nchannels || m.note_len > sizeof(m.note) || !piece_ok(m.piece) ||
+          m.kind == stream_get_reply)
+        break;
+      return accept_stream(s, src, m);
+    }
+    case kind_get_reply: {
+      get_reply_msg r;
+      if (c->len != sizeof(r)) break;
+      memcpy(&r, data, sizeof(r));
+      if (r.channel >= geo_.nchannels || !piece_ok(r.piece)) break;
+      put_start_msg m{};
+      m.size = r.size;
+      m.get_ctx = r.ctx;
+      m.channel = r.channel;
+      m.kind = stream_get_reply;
+      m.timed = r.timed;
+      m.stores = r.stores;
+      m.piece = r.piece;
+      return accept_stream(s, src, m);
     }
     case kind_ahead: {
       ahead_msg m;
@@ -259,9 +251,8 @@ bool shm_device::handle_other_cell(sink& s, const cell_header* c, const char* da
   return true;
 }
 
-size_t shm_device::drain_lane(sink& s, const lane& ln, lane_hold& hold, size_t max) {
-  // With refused cells held, the lane is drained under its lock, sender by sender in order.
-  if (hold.active.load(std::memory_order_acquire)) return drain_holding(s, ln, hold, max);
+template <class Take>
+size_t shm_device::claim_runs(const lane& ln, size_t max, Take&& take) {
   // Cells are claimed in runs: the ready cells' sequence words are read with plain loads
   // (so their misses overlap) and one compare-and-swap on the head takes them all, instead
   // of one locked instruction, and one exposed miss, per message.
@@ -281,17 +272,37 @@ size_t shm_device::drain_lane(sink& s, const lane& ln, lane_hold& hold, size_t m
     }
     if (!ln.head->value.compare_exchange_weak(pos, pos + k, std::memory_order_relaxed)) continue;
     for (size_t i = 0; i < k; ++i) {
-      cell_header* c = ln.cell(pos + i, mask_);
-      if (!handle_cell(s, c, ln.body(pos + i, mask_, geo_.cell_size))) {
-        hold_run(hold, ln, pos + i, pos + k);  // the rest of the run is offered again soon
-        return n + i;
-      }
-      c->seq.store(pos + i + geo_.ncells, std::memory_order_release);
+      if (!take(pos + i, pos + k)) return n + i;
+      ln.cell(pos + i, mask_)->seq.store(pos + i + geo_.ncells, std::memory_order_release);
     }
     n += k;
     pos += k;
   }
   return n;
+}
+
+size_t shm_device::drain_lane(sink& s, const lane& ln, lane_hold& hold, size_t max) {
+  // With refused cells held, the lane is drained under its lock, sender by sender in order.
+  if (hold.active.load(std::memory_order_acquire)) return drain_holding(s, ln, hold, max);
+  return claim_runs(ln, max, [&](uint64_t pos, uint64_t run_end) {
+    if (handle_cell(s, ln.cell(pos, mask_), ln.body(pos, mask_, geo_.cell_size))) return true;
+    hold_run(hold, ln, pos, run_end);  // the rest of the run is offered again soon
+    return false;
+  });
+}
+
+size_t shm_device::drain_answers(sink& s, size_t max) {
+  return claim_runs(own_answers_, max, [&](uint64_t pos, uint64_t) {
+    const cell_header* c = own_answers_.cell(pos, mask_);
+    if ((is_answer(c->kind) || c->kind == kind_hole) && c->len <= inline_capacity) {
+      if (!handle_other_cell(s, c, reinterpret_cast<const char*>(c + 1)))
+        WEFT_LOG(error, "shm: an answer of kind %u was refused", unsigned(c->kind));
+    } else {
+      WEFT_LOG(error, "shm: dropped a cell of kind %u and length %u in the answer lane",
+               unsigned(c->kind), c->len);
+    }
+    return true;  // answers are always taken: this lane never holds a cell
+  });
 }
 
 // Keeps the claimed cells [from, to) of a lane, the first of them refused by the sink. A
@@ -311,8 +322,7 @@ bool shm_device::offer_cell(sink& s, const lane& ln, lane_hold& hold, uint64_t p
   cell_header* c = ln.cell(pos, mask_);
   const uint16_t src = c->src;
   const bool known = src < hold.from.size();
-  if ((!known || !hold.from[src] || answers_ours(c->kind)) &&
-      handle_cell(s, c, ln.body(pos, mask_, geo_.cell_size))) {
+  if ((!known || !hold.from[src]) && handle_cell(s, c, ln.body(pos, mask_, geo_.cell_size))) {
     c->seq.store(pos + geo_.ncells, std::memory_order_release);
     return true;
   }
@@ -332,7 +342,7 @@ size_t shm_device::drain_holding(sink& s, const lane& ln, lane_hold& hold, size_
     cell_header* c = ln.cell(pos, mask_);
     const uint16_t src = c->src;
     const bool known = src < hold.refused.size();
-    if (n < max && (!known || !hold.refused[src] || answers_ours(c->kind)) &&
+    if (n < max && (!known || !hold.refused[src]) &&
         handle_cell(s, c, ln.body(pos, mask_, geo_.cell_size))) {
       c->seq.store(pos + geo_.ncells, std::memory_order_release);
       if (known) --hold.from[src];
@@ -387,11 +397,16 @@ size_t shm_device::poll_lanes(sink& s, uint64_t used, size_t max) {
 size_t shm_device::poll(sink& s, size_t max) {
   const uint64_t used = own_bell_->lanes_used.load(std::memory_order_acquire);
   size_t n = 0;
+  // Answers first: they complete this rank's own operations. Same line as lanes_used.
+  if (own_bell_->answers_used.load(std::memory_order_acquire) &&
+      !lane_idle(own_answers_, answers_hold_)) [[unlikely]]
+    n = drain_answers(s, max);
   if (used & (used - 1)) [[unlikely]] {
-    n = poll_lanes(s, used, max);
+    n += poll_lanes(s, used, max - std::min(n, max));
   } else if (used) {  // one lane in use (one sending thread): the usual case
     const size_t l = size_t(__builtin_ctzll(used));
-    if (!lane_idle(own_lanes_[l], holds_[l])) n = drain_lane(s, own_lanes_[l], holds_[l], max);
+    if (!lane_idle(own_lanes_[l], holds_[l]) && n < max)
+      n += drain_lane(s, own_lanes_[l], holds_[l], max - n);
   }
   // Transfers and local events in hand, out of line: an idle poll tests four counts.
   if (!outgoing_.empty() || !incoming_.empty() || !deferred_.empty() || !events_.empty())
@@ -407,10 +422,13 @@ size_t shm_device::poll(sink& s, size_t max) {
 uint32_t shm_device::arm_bell(uint32_t bit) {
   if (!outgoing_.empty() || !incoming_.empty() || !events_.empty()) return 0;  // work in hand
   const uint32_t armed = own_bell_->armed.fetch_or(bit, std::memory_order_seq_cst) | bit;
+  auto busy = [](const lane& ln) {
+    return ln.tail->value.load(std::memory_order_seq_cst) !=
+           ln.head->value.load(std::memory_order_seq_cst);
+  };
+  if (busy(own_answers_)) return 0;
   for (const lane& ln : own_lanes_)
-    if (ln.tail->value.load(std::memory_order_seq_cst) !=
-        ln.head->value.load(std::memory_order_seq_cst))
-      return 0;
+    if (busy(ln)) return 0;
   return armed;
 }
 

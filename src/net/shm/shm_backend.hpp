@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // The shared-memory backend: one inbox per (rank, device) that every local peer enqueues
-// into (a bounded MPMC ring of fixed-size cells), and per-device put channels for large
-// transfers, drained either by a pipelined two-process copy or by cross-memory attach.
+// into (bounded MPMC rings of fixed-size cells: its lanes, and the answer lane for answers
+// to its own operations), and per-device put channels for large transfers, drained either
+// by a pipelined two-process copy or by cross-memory attach.
 #pragma once
 
 #include <sys/types.h>
@@ -80,7 +81,7 @@ class shm_device final : public device {
     ring_index* head = nullptr;  // own lanes only
     ring_index* tail = nullptr;
     char* cells = nullptr;   // ncells lines
-    char* bodies = nullptr;  // ncells slots of cell_size bytes
+    char* bodies = nullptr;  // ncells slots of cell_size bytes (none in the answer lane)
     cell_header* cell(uint64_t pos, uint64_t mask) const {
       return reinterpret_cast<cell_header*>(cells + (pos & mask) * cell_line);
     }
@@ -111,6 +112,7 @@ class shm_device final : public device {
     bell* bell_ = nullptr;
     std::vector<lane> lanes;   // as many as its header says: each rank sizes its own inbox
     size_t nlanes = 0;         // lanes.size(), for a send to read in one load
+    lane answers;              // its answer lane (is_answer)
     char* channels = nullptr;  // its put channels (where they start depends on its lanes)
     pid_t pid = 0;
     // A cross-memory copy found the process gone (ESRCH): dead, even while it lingers as
@@ -163,12 +165,13 @@ class shm_device final : public device {
     size_t keep = SIZE_MAX;  // data ahead into a shorter buffer: bytes past it dropped
   };
   struct local_event {
-    enum { put_done, get_done, notify, put_ack } kind;
+    enum kind_t { put_done, get_done, notify, put_ack } kind;
     int rank;
-    void* ctx;
+    void* ctx;  // notify: the put or get (then) that completes once the note is sent
     bool ok;
     uint32_t note_len;
     char note[max_note_size];
+    kind_t then = put_done;
   };
   struct pending_get {  // a pipelined get of ours, waiting for the target's stream
     int rank;
@@ -183,10 +186,15 @@ class shm_device final : public device {
     get_request_msg req;
   };
 
+  // A backend cell to `rank`: answers (is_answer) into its answer lane, the rest as messages.
   bool enqueue(int rank, uint8_t kind, const void* a, size_t alen, const void* b, size_t blen);
-  // enqueue's body, inlined into try_send (every message) and called by enqueue.
+  // A message into the lane of this thread's index, inlined into try_send (every message).
   [[gnu::always_inline]] inline bool enqueue_inline(int rank, uint8_t kind, const void* a,
                                                     size_t alen, const void* b, size_t blen);
+  // Claims the next cell of `ln`, a lane of `p`, and publishes the message in it; false
+  // when the lane is full.
+  [[gnu::always_inline]] inline bool publish(peer& p, const lane& ln, uint8_t kind, const void* a,
+                                             size_t alen, const void* b, size_t blen);
   [[gnu::noinline, gnu::cold]] void ring_bell(peer& p);
   uint32_t arm_bell(uint32_t bit);
   // body: the cell's body slot, where the message is when it does not fit inline. Core
@@ -205,7 +213,14 @@ class shm_device final : public device {
   std::string create_segment();
   void agree_and_publish(const std::string& name);
   void attach_peers();
-  void send_note(int rank, const void* note, size_t len);
+  void init_lane(lane& ln, size_t offset);
+  // repair()'s step for one lane: lane l of own_lanes_, or the answer lane (l == nlanes).
+  bool repair_lane(const lane& ln, lane_hold& h, size_t l, int64_t now);
+  // The note of a put or get done at once, then its completion (`then`, ctx); both wait
+  // in events_ while the target's lane is full, so the operation completes only once its
+  // note is on its way: a full target holds the initiator back, and events_ holds at most
+  // one entry per operation posted and not completed.
+  void send_note_then(int rank, const void* note, size_t len, local_event::kind_t then, void* ctx);
   void log_refusal(const char* op, int rank, rkey_t k, uint64_t addr, size_t size, const char* why);
   // `data`: the core's rendezvous data, into a buffer the target named (nothing to check).
   void direct_access(bool write, int rank, void* local, size_t size, uint64_t remote_addr, rkey_t k,
@@ -240,14 +255,16 @@ class shm_device final : public device {
                                              uint64_t to);
   [[gnu::noinline, gnu::cold]] size_t drain_holding(sink& s, const lane& ln, lane_hold& hold,
                                                     size_t max);
-  // An answer to an operation of this rank (an inline put's acknowledgment, a get's
-  // refusal): always taken, and in no order with its sender's other cells, so it passes
-  // the cells of its sender held behind a refusal. Held behind them it deadlocked: a rank
-  // whose completion queue is full (the held cell is a notification for it) waits for its
-  // own put's acknowledgment before it pops that queue (mp.ack_past_held).
-  static bool answers_ours(uint8_t kind) {
-    return kind == kind_put_ack || kind == kind_get_refused;
-  }
+  // The answer lane: every cell taken as it comes, nothing held.
+  [[gnu::noinline]] size_t drain_answers(sink& s, size_t max);
+  // Claims the published cells of `ln` from its head in runs and passes each position to
+  // `take`, releasing the cell when it returns true; stops at the first false (take has
+  // kept that cell and the rest of its run). Returns the cells released.
+  template <class Take>
+  size_t claim_runs(const lane& ln, size_t max, Take&& take);
+  // The announcement of a pipelined transfer from `src` into this rank (a put, rendezvous
+  // data, or the answer to our get), its channel checked and accepted or refused.
+  bool accept_stream(sink& s, int src, const put_start_msg& m);
   // Under hold.lock: offers one claimed cell, or holds it behind its sender's held ones.
   bool offer_cell(sink& s, const lane& ln, lane_hold& hold, uint64_t pos);
   // Channel c of the channel area at `channels` (own_channels_ or a peer's).
@@ -289,6 +306,8 @@ class shm_device final : public device {
   bell* own_bell_ = nullptr;
   std::vector<lane> own_lanes_;
   std::unique_ptr<lane_hold[]> holds_;        // one per own lane
+  lane own_answers_;                          // the answer lane: never holds a cell
+  lane_hold answers_hold_;                    // its repair() state only
   std::vector<std::unique_ptr<peer>> peers_;  // by rank; ours points at own_
   work_list<outgoing_put> outgoing_;
   work_list<incoming_put> incoming_;

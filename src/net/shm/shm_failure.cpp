@@ -36,10 +36,16 @@ void shm_device::forget_peer(int rank) {
     if (!d.refuse) ctx_.regions().release(me, d.held);
     return true;
   });
-  events_.remove_if(
-      [rank](const local_event& e) { return e.rank == rank && e.kind == local_event::notify; });
-  events_.remove_if(
-      [rank](const local_event& e) { return e.rank == rank && e.kind == local_event::put_ack; });
+  // A note the dead peer will never take: its operation fails (the data went, the note not).
+  events_.remove_if([rank](local_event& e) {
+    if (e.rank != rank) return false;
+    if (e.kind == local_event::notify) {
+      e.kind = e.then;
+      e.ok = false;
+      return false;
+    }
+    return e.kind == local_event::put_ack;
+  });
   {
     peer& p = *peers_[size_t(rank)];
     util::lock_guard<util::spinlock> g(p.ahead_lock);
@@ -57,46 +63,48 @@ void shm_device::forget_peer(int rank) {
 // cell is skipped once it has stayed unpublished for hole_grace_ns while a local peer has
 // died (a live sender publishes within microseconds unless stopped).
 size_t shm_device::repair() {
-  constexpr int64_t settle_ns = 100 * 1000 * 1000, hole_grace_ns = 2000 * 1000 * 1000ll;
   const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
                           std::chrono::steady_clock::now().time_since_epoch())
                           .count();
-  size_t fixed = 0;
-  for (size_t l = 0; l < geo_.nlanes; ++l) {
-    const lane& ln = own_lanes_[l];
-    lane_hold& h = holds_[l];
-    const uint64_t head = ln.head->value.load(std::memory_order_acquire);
-    cell_header* c = ln.cell(head, mask_);
-    if (ln.tail->value.load(std::memory_order_acquire) == head ||
-        c->seq.load(std::memory_order_acquire) != head) {  // empty, or published
-      h.stuck_since_ns.store(0, std::memory_order_relaxed);
-      continue;
-    }
-    const int64_t since = h.stuck_since_ns.load(std::memory_order_relaxed);
-    if (since == 0 || h.stuck_at.load(std::memory_order_relaxed) != head) {
-      h.stuck_at.store(head, std::memory_order_relaxed);
-      h.stuck_since_ns.store(now, std::memory_order_relaxed);
-      continue;
-    }
-    const int64_t stuck = now - since;
-    if (stuck < settle_ns) continue;
-    const int src = c->src;
-    const bool stamped = c->lap == uint8_t(head >> lap_shift_) && src < int(peers_.size());
-    const bool writer_dead = stamped && src != ctx_.boot().rank() && !peer_alive(src);
-    if (!writer_dead && !(stuck > hole_grace_ns && any_local_peer_dead())) continue;
-    WEFT_LOG(warn,
-             "shm: lane %zu of this device stopped at a message %s claimed and never published; "
-             "skipping it (the message is lost with its sender)",
-             l,
-             writer_dead ? ("rank " + std::to_string(ctx_.boot().job_rank(src))).c_str()
-                         : "a sender that died");
-    c->kind = kind_hole;
-    c->len = 0;
-    c->seq.store(head + 1, std::memory_order_release);
-    h.stuck_since_ns.store(0, std::memory_order_relaxed);
-    ++fixed;
-  }
+  size_t fixed = repair_lane(own_answers_, answers_hold_, geo_.nlanes, now);
+  for (size_t l = 0; l < geo_.nlanes; ++l) fixed += repair_lane(own_lanes_[l], holds_[l], l, now);
   return fixed;
+}
+
+bool shm_device::repair_lane(const lane& ln, lane_hold& h, size_t l, int64_t now) {
+  constexpr int64_t settle_ns = 100 * 1000 * 1000, hole_grace_ns = 2000 * 1000 * 1000ll;
+  const uint64_t head = ln.head->value.load(std::memory_order_acquire);
+  cell_header* c = ln.cell(head, mask_);
+  if (ln.tail->value.load(std::memory_order_acquire) == head ||
+      c->seq.load(std::memory_order_acquire) != head) {  // empty, or published
+    h.stuck_since_ns.store(0, std::memory_order_relaxed);
+    return false;
+  }
+  const int64_t since = h.stuck_since_ns.load(std::memory_order_relaxed);
+  if (since == 0 || h.stuck_at.load(std::memory_order_relaxed) != head) {
+    h.stuck_at.store(head, std::memory_order_relaxed);
+    h.stuck_since_ns.store(now, std::memory_order_relaxed);
+    return false;
+  }
+  const int64_t stuck = now - since;
+  if (stuck < settle_ns) return false;
+  const int src = c->src;
+  const bool stamped = c->lap == uint8_t(head >> lap_shift_) && src < int(peers_.size());
+  const bool writer_dead = stamped && src != ctx_.boot().rank() && !peer_alive(src);
+  if (!writer_dead && !(stuck > hole_grace_ns && any_local_peer_dead())) return false;
+  const std::string lane_name =
+      l == geo_.nlanes ? std::string("the answer lane") : "lane " + std::to_string(l);
+  WEFT_LOG(warn,
+           "shm: %s of this device stopped at a message %s claimed and never published; "
+           "skipping it (the message is lost with its sender)",
+           lane_name.c_str(),
+           writer_dead ? ("rank " + std::to_string(ctx_.boot().job_rank(src))).c_str()
+                       : "a sender that died");
+  c->kind = kind_hole;
+  c->len = 0;
+  c->seq.store(head + 1, std::memory_order_release);
+  h.stuck_since_ns.store(0, std::memory_order_relaxed);
+  return true;
 }
 
 bool shm_device::any_local_peer_dead() {

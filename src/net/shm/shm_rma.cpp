@@ -71,8 +71,10 @@ void shm_device::direct_access(bool write, int rank, void* local, size_t size, u
   if (err)
     util::fail(write ? "put (shm, cross-memory attach)" : "get (shm, cross-memory attach)", "rank",
                std::to_string(ctx_.boot().job_rank(rank)), strerror(err));
-  if (note_len) send_note(rank, note, note_len);
-  events_.add(local_event{done, rank, ctx, true, 0, {}});
+  if (note_len)
+    send_note_then(rank, note, note_len, done, ctx);
+  else
+    events_.add(local_event{done, rank, ctx, true, 0, {}});
 }
 
 // Whether region k of rank is a peer's shareable memory that this process maps: then a put

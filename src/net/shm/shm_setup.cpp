@@ -248,18 +248,10 @@ std::string shm_device::create_segment() {
     holds_[l].cells.reserve(geo_.ncells);
     holds_[l].from.assign(size_t(n), 0);
     holds_[l].refused.assign(size_t(n), 0);
-    lane& ln = own_lanes_[l];
-    ln.head = new (own_base_ + geo_.head_offset(l)) ring_index{};
-    ln.head->value.store(0);
-    ln.tail = new (own_base_ + geo_.tail_offset(l)) ring_index{};
-    ln.tail->value.store(0);
-    ln.cells = own_base_ + geo_.cells_offset(l);
-    ln.bodies = own_base_ + geo_.bodies_offset(l);
-    for (size_t i = 0; i < geo_.ncells; ++i) {
-      auto* c = new (ln.cells + i * cell_line) cell_header{};
-      c->seq.store(i, std::memory_order_relaxed);
-    }
+    init_lane(own_lanes_[l], geo_.head_offset(l));
+    own_lanes_[l].bodies = own_base_ + geo_.bodies_offset(l);
   }
+  init_lane(own_answers_, geo_.answers_offset());
   for (uint32_t c = 0; c < geo_.nchannels; ++c) {
     auto* ch = new (channel_of(own_channels_, c)) channel_header{};
     ch->busy.store(0);
@@ -269,6 +261,20 @@ std::string shm_device::create_segment() {
   // Peers learn the segment name only through the bootstrap (a socket round trip), which
   // orders these initialising stores before their first access.
   return name;
+}
+
+// An empty lane of our own whose head line is at `offset` (its tail on the next line, its
+// cells on the next page), every cell free for the first lap.
+void shm_device::init_lane(lane& ln, size_t offset) {
+  ln.head = new (own_base_ + offset) ring_index{};
+  ln.head->value.store(0);
+  ln.tail = new (own_base_ + offset + sizeof(ring_index)) ring_index{};
+  ln.tail->value.store(0);
+  ln.cells = own_base_ + offset + 4096;
+  for (size_t i = 0; i < geo_.ncells; ++i) {
+    auto* c = new (ln.cells + i * cell_line) cell_header{};
+    c->seq.store(i, std::memory_order_relaxed);
+  }
 }
 
 // The geometry checked on every rank, then the segment's name published. Fences are
@@ -340,6 +346,9 @@ void shm_device::attach_peers() {
       p->lanes[l].cells = p->base + pg.cells_offset(l);
       p->lanes[l].bodies = p->base + pg.bodies_offset(l);
     }
+    p->answers.tail =
+        reinterpret_cast<ring_index*>(p->base + pg.answers_offset() + sizeof(ring_index));
+    p->answers.cells = p->base + pg.answers_offset() + 4096;
     p->pid = ctx_.pid_of(r);
     if (r != me)
       reinterpret_cast<segment_header*>(p->base)->attached.fetch_add(1, std::memory_order_acq_rel);

@@ -10,8 +10,10 @@
 #include "bootstrap/bootstrap.hpp"
 #include "net/shm/cma.hpp"
 #include "net/shm/shm_backend.hpp"
+#include "util/log.hpp"
 #include "util/stream_copy.hpp"
 #include "util/ticks.hpp"
+#include "util/tsan.hpp"
 
 namespace weft::net::shm {
 
@@ -23,9 +25,63 @@ bool shm_device::start_stream(int rank, put_start_msg& m) {
   m.piece = uint32_t(piece_for(m.size, geo_.chunk_size, outgoing_.empty()));
   // Only a timed transfer's: the line is the target's (it writes `consumed` there).
   if (m.timed) channel_of(own_channels_, m.channel)->copy_ticks.store(0, std::memory_order_relaxed);
-  if (enqueue(rank, kind_put_start, &m, sizeof(m), nullptr, 0)) return true;
+  bool sent;
+  if (m.kind == stream_get_reply) {  // an answer: the short form, in the answer lane
+    get_reply_msg r{m.get_ctx, m.size, m.channel, m.piece, m.timed, m.stores, {}};
+    sent = enqueue(rank, kind_get_reply, &r, sizeof(r), nullptr, 0);
+  } else {
+    sent = enqueue(rank, kind_put_start, &m, sizeof(m), nullptr, 0);
+  }
+  if (sent) return true;
   channel_of(own_channels_, m.channel)->busy.store(0, std::memory_order_release);
   return false;
+}
+
+bool shm_device::accept_stream(sink& s, int src, const put_start_msg& m) {
+  const int me = ctx_.boot().rank();
+  char* channels = peers_[size_t(src)]->channels;
+  auto* ch = channel_of(channels, m.channel);
+  char* dst = reinterpret_cast<char*>(m.remote_addr);
+  rkey_t k{m.key, m.generation};
+  uint32_t held = 0;
+  if (m.kind == stream_get_reply) {
+    // The answer to our own get: the destination is the one we asked for.
+    pending_get g;
+    if (!take_get(src, m.get_ctx, &g) || g.size != m.size) {
+      WEFT_LOG(error, "shm: rank %d streams an answer to an unknown get",
+               ctx_.boot().job_rank(src));
+      ch->verdict.store(verdict_refused, std::memory_order_release);
+      return true;
+    }
+    dst = g.dst;
+  } else if (m.kind == stream_data) {  // rendezvous data: only into the buffer offered
+    if (!s.expects_data(src, m.remote_addr, m.size, m.note, m.note_len)) {
+      WEFT_LOG(error,
+               "shm: rank %d streams %llu bytes of rendezvous data to %#llx, which "
+               "no receive of its offered: refused",
+               ctx_.boot().job_rank(src), static_cast<unsigned long long>(m.size),
+               static_cast<unsigned long long>(m.remote_addr));
+      ch->verdict.store(verdict_refused, std::memory_order_release);
+      return true;
+    }
+  } else {  // a user's put: only into a registered region
+    if (const char* why = ctx_.regions().acquire(me, k, m.remote_addr, m.size, held)) {
+      log_refusal("put from a peer", me, k, m.remote_addr, m.size, why);
+      ch->verdict.store(verdict_refused, std::memory_order_release);
+      return true;
+    }
+  }
+  ch->verdict.store(verdict_accepted, std::memory_order_release);
+  if (m.kind == stream_data) WEFT_TSAN_ACQUIRE(dst);  // offered in our clear-to-send
+  incoming_put in{src,  ch,        slots_of(channels, m.channel), dst,        m.size, 0,
+                  held, m.get_ctx, m.kind == stream_get_reply,    m.note_len, {}};
+  memcpy(in.note, m.note, sizeof(in.note));
+  in.timed = m.timed != 0;
+  in.piece = m.piece;
+  in.store =
+      m.stores == uint8_t(store_mode::streaming) ? store_mode::streaming : store_mode::cached;
+  incoming_.add(in);
+  return true;
 }
 
 // Rendezvous data moves as WEFT_SHM_PUT says; a user's put by cross-memory attach when
@@ -372,7 +428,10 @@ size_t shm_device::advance_work(sink& s) {
       case local_event::notify: {
         notify_msg m{};
         memcpy(m.note, e.note, e.note_len);
-        return enqueue(e.rank, kind_notify, &m, e.note_len, nullptr, 0);
+        if (!enqueue(e.rank, kind_notify, &m, e.note_len, nullptr, 0)) return false;
+        if (e.then == local_event::put_done) s.on_put_local_done(e.ctx, true);
+        if (e.then == local_event::get_done) s.on_get_done(e.ctx, true);
+        return true;
       }
     }
     return true;

@@ -41,7 +41,8 @@ class work_list {
     return finished + 1;
   }
 
-  // Blocks out advance() (it waits for a running one) and drops items matching pred.
+  // Blocks out advance() (it waits for a running one) and drops items matching pred, which
+  // may change the items it keeps.
   template <typename Pred>
   void remove_if(Pred&& pred) {
     util::lock_guard<util::spinlock> o(owner_);
