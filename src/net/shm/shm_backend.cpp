@@ -49,8 +49,8 @@ bool shm_device::publish(peer& p, const lane& ln, uint8_t kind, const void* a, s
   const size_t len = alen + blen;
   c->len = uint32_t(len);
   c->kind = kind;
-  char* data = len <= inline_capacity ? reinterpret_cast<char*>(c + 1)
-                                      : ln.body(pos, mask_, geo_.cell_size);
+  char* data =
+      len <= inline_capacity ? reinterpret_cast<char*>(c + 1) : ln.body(pos, mask_, geo_.cell_size);
   util::small_copy(data, a, alen);
   util::small_copy(data + alen, b, blen);
   c->seq.store(pos + 1, std::memory_order_release);
