@@ -808,3 +808,60 @@ int scenario_ack_full_lane() {
   weft::free_comp(&rcq);
   return finish("ack_full_lane");
 }
+
+// A notified put done at once completes only once its notification is sent: a rank putting
+// into itself while its own notification queue (depth 4) is full and unpopped sees its
+// puts stop completing once its inbox lane is full of held notifications, instead of
+// piling the notifications up in a list without bound. Popping releases every one.
+int scenario_note_holds_back() {
+  const int puts = int(weft::get_default_device().get_attr_inbox_depth()) + 68;
+  windows w(size_t(puts) * sizeof(uint64_t));
+  weft::comp_t rcq = weft::alloc_cq_x().depth(4)();
+  weft::rcomp_t rc = weft::register_rcomp(rcq);
+  weft::comp_t lcq = weft::alloc_cq_x().depth(size_t(puts) + 1)();
+  weft::barrier();
+  const int me = w.me;
+  const weft::rmr_t mine = weft::get_rmr(w.mr);
+  std::vector<uint64_t> src(static_cast<size_t>(puts));
+  for (int i = 0; i < puts; ++i) src[size_t(i)] = uint64_t(i) * 40503u + 3;
+  int posted = 0;
+  for (; posted < puts; ++posted) {
+    weft::status_t s = weft::post_put_x(me, &src[size_t(posted)], 8, lcq, size_t(posted) * 8, mine)
+                           .remote_comp(rc)
+                           .tag(weft::tag_t(posted))();
+    if (s.error.is_retry()) break;
+    CHECK(s.error.is_posted() || s.error.is_done());
+    if (s.error.is_done()) CHECK(weft::comp_signal(lcq, s).is_done());
+  }
+  const double start = now_s();
+  while (now_s() - start < 0.3) weft::progress();
+  const size_t held_back = size_t(posted) - weft::cq_size(lcq);
+  CHECK(held_back > 0);  // some wait for room for their notification
+  CHECK_EQ(weft::cq_size(rcq), 4u);
+  deadline d(60);
+  int done = 0, notes = 0;
+  while (posted < puts || done < posted || notes < puts) {
+    if (posted < puts) {
+      weft::status_t s =
+          weft::post_put_x(me, &src[size_t(posted)], 8, lcq, size_t(posted) * 8, mine)
+              .remote_comp(rc)
+              .tag(weft::tag_t(posted))();
+      if (s.error.is_done()) CHECK(weft::comp_signal(lcq, s).is_done());
+      if (!s.error.is_retry()) ++posted;
+    }
+    weft::status_t t = weft::cq_pop(rcq);
+    if (t.error.is_done()) ++notes;
+    if (weft::cq_pop(lcq).error.is_done()) ++done;
+    weft::progress();
+    d.check("every put into this rank to complete once its notifications are popped");
+  }
+  const auto* v = reinterpret_cast<const uint64_t*>(w.base());
+  for (int i = 0; i < puts; ++i) CHECK_EQ(v[i], src[size_t(i)]);
+  printf("rank %d: %zu of its puts waited for room for their notification; all %d done\n", me,
+         held_back, puts);
+  weft::barrier();
+  weft::free_comp(&lcq);
+  weft::deregister_rcomp(rc);
+  weft::free_comp(&rcq);
+  return finish("note_holds_back");
+}

@@ -755,6 +755,7 @@ int main(int argc, char** argv) {
       {"rma_alloc", scenario_rma_alloc},
       {"ack_past_held", scenario_ack_past_held},
       {"ack_full_lane", scenario_ack_full_lane},
+      {"note_holds_back", scenario_note_holds_back},
       {"alloc", scenario_alloc},
       {"alloc_mapped", scenario_alloc_mapped},
       {"rma_errors", scenario_rma_errors},

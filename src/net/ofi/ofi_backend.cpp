@@ -331,6 +331,24 @@ bool ofi_device::send_note(int rank, const void* note, size_t len) {
   return false;
 }
 
+// Under poll_lock_: the notes that found no credit, in order, each operation completing
+// once its note is sent, or failing once its target is dead; a target still out of credits
+// keeps its notes (and the rest of this pass cannot reach it either).
+size_t ofi_device::send_pending_notes(sink& s) {
+  size_t n = 0, kept = 0;
+  for (pending_note& p : notes_) {
+    const bool dead = dead_[size_t(p.rank)].load(std::memory_order_relaxed);
+    if (!dead && !send_note(p.rank, p.note, p.len)) {
+      notes_[kept++] = p;
+      continue;
+    }
+    p.write ? s.on_put_local_done(p.ctx, !dead) : s.on_get_done(p.ctx, !dead);
+    ++n;
+  }
+  notes_.resize(kept);
+  return n;
+}
+
 bool ofi_device::send_definition(int rank, const note_sender::use& u, const void* note,
                                  size_t len) {
   prefix p = make_prefix(kind_note_define, 0);
@@ -736,16 +754,16 @@ void ofi_device::complete(sink& s, op* o, bool ok) {
       if (o->local_mr) fi_close(&o->local_mr->fid);
       if (o->note_slot >= 0) note_out_->release(o->rank, uint32_t(o->note_slot));
       ok = ok && !dead_[size_t(o->rank)].load(std::memory_order_relaxed);
-      if (ok && o->note_len && !send_note(o->rank, o->note, o->note_len)) {
-        pending_note n{o->rank, o->note_len, {}};
-        memcpy(n.note, o->note, o->note_len);
-        notes_.push_back(n);
-      }
       access_finished(o->rank, o->held);
-      if (o->kind == op::write)
+      if (ok && o->note_len && !send_note(o->rank, o->note, o->note_len)) {
+        pending_note n{o->rank, o->note_len, {}, o->ctx, o->kind == op::write};
+        memcpy(n.note, o->note, o->note_len);
+        notes_.push_back(n);  // completes in send_pending_notes
+      } else if (o->kind == op::write) {
         s.on_put_local_done(o->ctx, ok);
-      else
+      } else {
         s.on_get_done(o->ctx, ok);
+      }
       rma_ops_.put(o);
       return;
     }
@@ -773,12 +791,7 @@ void ofi_device::log_failure(const op& o, const fi_cq_err_entry& err) {
 
 size_t ofi_device::poll(sink& s, size_t max) {
   if (!poll_lock_.try_lock()) return 0;
-  size_t n = 0;
-  for (size_t i = 0; i < notes_.size();) {
-    if (!send_note(notes_[i].rank, notes_[i].note, notes_[i].len)) break;
-    notes_.erase(notes_.begin() + long(i));
-    ++n;
-  }
+  size_t n = notes_.empty() ? 0 : send_pending_notes(s);
   if (!to_repost_.empty()) {
     std::vector<uint32_t> again;
     again.swap(to_repost_);
@@ -896,7 +909,7 @@ void ofi_device::forget_peer(int rank) {
   dead_[size_t(rank)].store(true);
   util::lock_guard<util::spinlock> g(poll_lock_);
   std::erase_if(streams_, [rank](const std::unique_ptr<stream>& s) { return s->rank == rank; });
-  std::erase_if(notes_, [rank](const pending_note& n) { return n.rank == rank; });
+  // Its pending notes stay: send_pending_notes fails their operations.
   note_in_.forget(rank);
 }
 

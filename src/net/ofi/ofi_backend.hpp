@@ -189,6 +189,7 @@ class ofi_device final : public device {
   void flush_to_peers();
   void post_recv(uint32_t i);
   bool send_note(int rank, const void* note, size_t len);
+  size_t send_pending_notes(sink& s);
   bool rma(bool write, int rank, void* local, size_t size, uint64_t remote_addr, rkey_t k,
            const void* note, size_t note_len, void* ctx);
   void advance_streams();
@@ -243,10 +244,15 @@ class ofi_device final : public device {
     char note[max_note_size];
   };
   std::map<std::pair<int, uint64_t>, incoming> incoming_;
+  // A finished put's or get's notification that found no credit, its operation completing
+  // once it is sent (or failing once its target is dead): a target out of credits holds the
+  // initiator back, and the list holds at most one entry per operation not completed.
   struct pending_note {
     int rank;
     uint32_t len;
     char note[max_note_size];
+    void* ctx;
+    bool write;
   };
   std::vector<pending_note> notes_;
   std::unique_ptr<note_sender> note_out_;  // null: puts are notified by message

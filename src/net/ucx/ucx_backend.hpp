@@ -206,10 +206,15 @@ class ucx_device final : public device {
   std::map<std::pair<int, uint64_t>, remote_key> keys_;
   std::vector<control> control_in_, control_out_;
   // Notifications waiting to be sent (no allocation per notified put or get).
+  // A finished put's or get's notification, its operation completing once it is sent: a
+  // target out of credits holds the initiator back, and the list holds at most one entry
+  // per operation posted and not completed (a peer found dead: the core fails them).
   struct outgoing_note {
     int rank;
     uint32_t len;
     char note[max_note_size];
+    void* ctx;
+    bool write;
   };
   std::vector<outgoing_note> notes_out_;
   int hellos_ = 0;  // peers heard from during the constructor

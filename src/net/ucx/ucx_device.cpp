@@ -316,16 +316,17 @@ const char* ucx_device::check_remote(int rank, uint64_t remote_addr, size_t size
 
 void ucx_device::push_done(bool write, void* ctx, bool ok, int rank, const void* note,
                            size_t note_len) {
+  if (ok && note_len) {  // done once the note is sent (send_notes)
+    outgoing_note n{rank, uint32_t(note_len), {}, ctx, write};
+    memcpy(n.note, note, note_len);
+    notes_out_.push_back(n);
+    return;
+  }
   event e;
   e.kind = write ? event::put_done : event::get_done;
   e.ctx = ctx;
   e.ok = ok;
   events_.push_back(e);
-  if (ok && note_len) {
-    outgoing_note n{rank, uint32_t(note_len), {}};
-    memcpy(n.note, note, note_len);
-    notes_out_.push_back(n);
-  }
 }
 
 void ucx_device::push_notify(int rank, const void* note, size_t len, bool credited) {
@@ -655,6 +656,10 @@ void ucx_device::send_notes() {
   for (; sent < notes_out_.size(); ++sent) {
     outgoing_note& n = notes_out_[sent];
     if (!send_locked(n.rank, kind_notify, n.note, n.len, nullptr, 0)) break;
+    event e;
+    e.kind = n.write ? event::put_done : event::get_done;
+    e.ctx = n.ctx;
+    events_.push_back(e);
   }
   notes_out_.erase(notes_out_.begin(), notes_out_.begin() + long(sent));
 }
