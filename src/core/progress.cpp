@@ -71,7 +71,7 @@ void device_impl::data_backlog_push(const backlog_work::rendezvous_put& r) {
 }
 
 void device_impl::send_control(int rank, const wire_header& h, const void* body, size_t len) {
-  if (net->try_send(rank, &h, sizeof(h), body, len)) return;
+  if (net->try_send_answer(rank, &h, sizeof(h), body, len)) return;
   backlog_work::control m{rank, uint32_t(len), h, {}};
   memcpy(m.body, body, len);
   backlog_push(m, "a protocol message");
@@ -112,7 +112,7 @@ bool device_impl::retry_work(backlog_work::signal& g) {
 
 bool device_impl::retry_work(backlog_work::control& m) {
   if (peer_dead(m.rank)) return true;
-  return net->try_send(m.rank, &m.header, sizeof(m.header), m.body, m.len);
+  return net->try_send_answer(m.rank, &m.header, sizeof(m.header), m.body, m.len);
 }
 
 void device_impl::wire_error(int rank, const std::string& what) {

@@ -103,6 +103,14 @@ class device {
   // False when the peer's queue is full: retry later.
   virtual bool try_send(int rank, const void* hdr, size_t hdr_len, const void* payload,
                         size_t len) = 0;
+  // An answer to an operation of the peer's (the core's clear-to-send and refusal, at most
+  // 48 bytes in all): the peer's sink always takes it, and it needs no order with this
+  // rank's other messages, so a backend may pass it ahead of messages the peer holds
+  // (shared memory: the answer lane). False: retry later, as try_send.
+  virtual bool try_send_answer(int rank, const void* hdr, size_t hdr_len, const void* payload,
+                               size_t len) {
+    return try_send(rank, hdr, hdr_len, payload, len);
+  }
 
   // The core's rendezvous data: `size` bytes into `remote_addr`, a buffer the target's core
   // named in its clear-to-send (not a registered region; no handle of a user's reaches this

@@ -198,3 +198,71 @@ int scenario_burst_am() {
 int scenario_burst(bool am) {
   return am ? scenario_burst_am() : scenario_burst_send();
 }
+
+// A clear-to-send answers the receiver's own send, so it must reach that sender even when
+// the sender's inbox lane is full of the receiver's refused active messages. Rank 1 posts
+// a receive for a large message of rank 0, then sends active messages to rank 0 (whose
+// queue holds 4) until its posts see retry. Rank 0 then sends the large message and waits
+// for it without popping its queue: it completes only if rank 1's clear-to-send gets in.
+int scenario_cts_full_lane() {
+  struct {
+    int me, n;
+  } w{weft::get_rank_me(), weft::get_rank_n()};
+  if (w.n != 2) die("cts_full_lane needs 2 ranks");
+  constexpr size_t kBig = size_t(1) << 20;
+  weft::comp_t amq = weft::alloc_cq_x().depth(4)();
+  weft::rcomp_t rc = weft::register_rcomp(amq);
+  weft::comp_t done = weft::alloc_cq_x().depth(16)();
+  std::vector<unsigned char> big(kBig);
+  const int ams = int(weft::get_default_device().get_attr_inbox_depth()) + 64;
+  weft::barrier();
+  deadline d(60);
+  if (w.me == 1) {
+    CHECK(post_until([&] {
+            return weft::post_recv(0, big.data(), kBig, 5, done);
+          }).error.is_posted());
+    long retries = 0;
+    uint64_t v = 0;
+    for (int i = 0; i < ams; ++i, ++v) {
+      weft::status_t s;
+      while ((s = weft::post_am(0, &v, sizeof(v), weft::comp_t{}, rc)).error.is_retry()) {
+        ++retries;
+        weft::progress();
+        d.check("rank 0 to take rank 1's active messages");
+      }
+      CHECK(s.error.is_done() || s.error.is_posted());
+    }
+    CHECK(retries > 0);  // the lane was full
+    weft::status_t r = wait_cq(done);
+    CHECK(r.error.is_done());
+    CHECK_EQ(r.size, kBig);
+    size_t bad = 0;
+    for (size_t i = 0; i < kBig; ++i) bad += big[i] != pattern(i, 7);
+    CHECK_EQ(bad, 0u);
+    printf("rank 1: %d active messages (%ld retries), then 1 MiB received intact\n", ams, retries);
+  } else {
+    for (size_t i = 0; i < kBig; ++i) big[i] = pattern(i, 7);
+    const double start = now_s();
+    while (now_s() - start < 0.5) weft::progress();  // the lane fills; nothing popped
+    CHECK_EQ(weft::cq_size(amq), 4u);
+    weft::status_t s = post_until([&] { return weft::post_send(1, big.data(), kBig, 5, done); });
+    CHECK(s.error.is_posted());
+    weft::status_t got;
+    while ((got = weft::cq_pop(done)).error.is_retry()) {
+      weft::progress();
+      d.check("rank 0's rendezvous send, whose clear-to-send meets a full lane");
+    }
+    CHECK(got.error.is_done());
+    for (int i = 0; i < ams; ++i) {
+      weft::status_t t = wait_cq(amq);
+      CHECK(t.error.is_done());
+      std::free(t.buf);
+    }
+    printf("rank 0: its rendezvous send completed past a full lane; %d active messages\n", ams);
+  }
+  weft::barrier();
+  weft::free_comp(&done);
+  weft::deregister_rcomp(rc);
+  weft::free_comp(&amq);
+  return finish("cts_full_lane");
+}

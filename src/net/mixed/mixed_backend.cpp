@@ -94,6 +94,12 @@ class mixed_device final : public device {
     return l >= 0 ? shm_->try_send(l, hdr, hdr_len, payload, len)
                   : net_->try_send(rank, hdr, hdr_len, payload, len);
   }
+  bool try_send_answer(int rank, const void* hdr, size_t hdr_len, const void* payload,
+                       size_t len) override {
+    const int l = local_[size_t(rank)];
+    return l >= 0 ? shm_->try_send_answer(l, hdr, hdr_len, payload, len)
+                  : net_->try_send_answer(rank, hdr, hdr_len, payload, len);
+  }
   bool try_put(int rank, const void* src, size_t size, uint64_t remote_addr, rkey_t rkey,
                const void* note, size_t note_len, void* ctx) override {
     const int l = local_[size_t(rank)];

@@ -91,6 +91,11 @@ void shm_device::ring_bell(peer& p) {
 bool shm_device::enqueue(int rank, uint8_t kind, const void* a, size_t alen, const void* b,
                          size_t blen) {
   if (!is_answer(kind)) return enqueue_inline(rank, kind, a, alen, b, blen);
+  return enqueue_answer(rank, kind, a, alen, b, blen);
+}
+
+bool shm_device::enqueue_answer(int rank, uint8_t kind, const void* a, size_t alen, const void* b,
+                                size_t blen) {
   peer& p = *peers_[size_t(rank)];
   if (alen + blen > inline_capacity)  // the answer lane has no bodies: a bug of ours
     util::fail("enqueue (shm)", "answer of kind " + std::to_string(kind),
@@ -103,6 +108,11 @@ bool shm_device::enqueue(int rank, uint8_t kind, const void* a, size_t alen, con
 bool shm_device::try_send(int rank, const void* hdr, size_t hdr_len, const void* payload,
                           size_t len) {
   return enqueue_inline(rank, kind_message, hdr, hdr_len, payload, len);
+}
+
+bool shm_device::try_send_answer(int rank, const void* hdr, size_t hdr_len, const void* payload,
+                                 size_t len) {
+  return enqueue_answer(rank, kind_message, hdr, hdr_len, payload, len);
 }
 
 // A channel of this device for one pipelined transfer, or c == nchannels when all are busy.
@@ -294,8 +304,10 @@ size_t shm_device::drain_lane(sink& s, const lane& ln, lane_hold& hold, size_t m
 size_t shm_device::drain_answers(sink& s, size_t max) {
   return claim_runs(own_answers_, max, [&](uint64_t pos, uint64_t) {
     const cell_header* c = own_answers_.cell(pos, mask_);
-    if ((is_answer(c->kind) || c->kind == kind_hole) && c->len <= inline_capacity) {
-      if (!handle_other_cell(s, c, reinterpret_cast<const char*>(c + 1)))
+    // The core's answers (try_send_answer) come as messages; it always takes them.
+    const bool ok_kind = is_answer(c->kind) || c->kind == kind_hole || c->kind == kind_message;
+    if (ok_kind && c->len <= inline_capacity) {
+      if (!handle_cell(s, c, nullptr))
         WEFT_LOG(error, "shm: an answer of kind %u was refused", unsigned(c->kind));
     } else {
       WEFT_LOG(error, "shm: dropped a cell of kind %u and length %u in the answer lane",

@@ -53,6 +53,8 @@ class shm_device final : public device {
   size_t max_inject_size() const override { return util::cache_line - sizeof(cell_header); }
   bool try_send(int rank, const void* hdr, size_t hdr_len, const void* payload,
                 size_t len) override;
+  bool try_send_answer(int rank, const void* hdr, size_t hdr_len, const void* payload,
+                       size_t len) override;
   bool try_send_data(int rank, const void* src, size_t size, uint64_t remote_addr, const void* note,
                      size_t note_len, void* ctx) override;
   bool try_put(int rank, const void* src, size_t size, uint64_t remote_addr, rkey_t rkey,
@@ -188,6 +190,9 @@ class shm_device final : public device {
 
   // A backend cell to `rank`: answers (is_answer) into its answer lane, the rest as messages.
   bool enqueue(int rank, uint8_t kind, const void* a, size_t alen, const void* b, size_t blen);
+  // Into the peer's answer lane (an answer fits a cell line).
+  bool enqueue_answer(int rank, uint8_t kind, const void* a, size_t alen, const void* b,
+                      size_t blen);
   // A message into the lane of this thread's index, inlined into try_send (every message).
   [[gnu::always_inline]] inline bool enqueue_inline(int rank, uint8_t kind, const void* a,
                                                     size_t alen, const void* b, size_t blen);
