@@ -2,12 +2,12 @@
 // The shared-memory backend's cell decoder (src/net/shm/shm_backend.cpp and shm_rma.cpp): a
 // local peer writes cells into this rank's inbox, and every kind but a plain message is
 // decoded here first (a pipelined put starting, a notification, a pipelined get's request,
-// answer or refusal, rendezvous data sent ahead) before the core sees anything. A peer that
-// is buggy or killed half-way can leave any bytes. Input: the first byte is the cell's kind
-// (low 4 bits: the kinds and a few unknown ones), the rest its body; one rank without a
-// launcher receives it as from itself, then progresses (a pipelined put that was accepted
-// copies its data, a get is served) and empties its queue. The runtime is made anew every
-// 1000 inputs.
+// answer or refusal, rendezvous data announced or sent ahead) before the core sees
+// anything. A peer that is buggy or killed half-way can leave any bytes. Input: the first
+// byte is the cell's kind (low 4 bits: the kinds and a few unknown ones), the rest its
+// body; one rank without a launcher receives it as from itself, then progresses (a
+// pipelined put that was accepted copies its data, a get is served) and empties its queue.
+// The runtime is made anew every 1000 inputs.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -119,6 +119,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     memcpy(&m, body.data(), sizeof(m));
     if (m.kind == stream_data && m.note_len <= sizeof(m.note) &&
         (verdict = fuzz_access::verdict(*shm, m)))
+      verdict->store(verdict_pending);
+  }
+  data_start_msg ds{};  // the same data in its short form (the answer lane's)
+  if (kind == kind_data_start && body.size() == sizeof(ds)) {
+    memcpy(&ds, body.data(), sizeof(ds));
+    m.channel = ds.channel;
+    m.piece = ds.piece;
+    if (ds.note_len <= sizeof(ds.note) && (verdict = fuzz_access::verdict(*shm, m)))
       verdict->store(verdict_pending);
   }
   const std::set<void*> before = fuzz::awaited(dev);

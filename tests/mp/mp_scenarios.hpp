@@ -8,6 +8,7 @@ int scenario_ack_past_held();
 int scenario_ack_full_lane();
 int scenario_note_holds_back();
 int scenario_cts_full_lane();
+int scenario_rdv_full_lane();
 int scenario_alloc();
 int scenario_alloc_mapped();
 int scenario_rma_errors();

@@ -757,6 +757,7 @@ int main(int argc, char** argv) {
       {"ack_full_lane", scenario_ack_full_lane},
       {"note_holds_back", scenario_note_holds_back},
       {"cts_full_lane", scenario_cts_full_lane},
+      {"rdv_full_lane", scenario_rdv_full_lane},
       {"alloc", scenario_alloc},
       {"alloc_mapped", scenario_alloc_mapped},
       {"rma_errors", scenario_rma_errors},

@@ -83,6 +83,7 @@ enum cell_kind : uint8_t {
   kind_put_ack = 7,      // the target applied (or refused) a kind_put_inline
   kind_ahead = 8,        // the core's ready-to-send, its data already going into a channel
   kind_get_reply = 9,    // a pipelined get's data begins in the target's channel
+  kind_data_start = 10,  // the core's rendezvous data begins in the sender's channel
 };
 
 // Answers to an operation of the receiving rank: always taken, and in no order with their
@@ -91,8 +92,11 @@ enum cell_kind : uint8_t {
 // was full (a held cell being a notification for it) waited for its own put's
 // acknowledgment before it popped that queue (mp.ack_past_held), and, once the held cells
 // filled a whole lane, when the acknowledgment could not even enter it (mp.ack_full_lane).
+// The core's clear-to-send and rendezvous refusal come as kind_message, and the note that
+// completes a rendezvous receive as kind_notify, through enqueue_answer.
 inline bool is_answer(uint8_t kind) {
-  return kind == kind_put_ack || kind == kind_get_refused || kind == kind_get_reply;
+  return kind == kind_put_ack || kind == kind_get_refused || kind == kind_get_reply ||
+         kind == kind_data_start;
 }
 
 // What a stream in a put channel is (put_start_msg::kind).
@@ -142,6 +146,21 @@ struct get_reply_msg {
   uint8_t pad[6];
 };
 static_assert(sizeof(get_reply_msg) <= inline_capacity);
+
+// The core's rendezvous data announced (kind_data_start) in the short form that fits a
+// cell line: it answers the receiver's clear-to-send, so it goes in the answer lane.
+struct data_start_msg {
+  uint64_t remote_addr;
+  uint64_t size;
+  uint32_t channel;
+  uint32_t piece;
+  uint8_t timed;
+  uint8_t stores;
+  uint8_t note_len;  // at most sizeof(note); a longer note goes as kind_put_start
+  uint8_t pad;
+  char note[20];
+};
+static_assert(sizeof(data_start_msg) <= inline_capacity);
 
 struct notify_msg {
   char note[40];

@@ -136,14 +136,15 @@ uint32_t shm_device::claim_channel() {
 }
 
 void shm_device::send_note_then(int rank, const void* note, size_t len, local_event::kind_t then,
-                                void* ctx) {
+                                void* ctx, bool answer) {
   notify_msg m{};
   memcpy(m.note, note, len);
-  if (enqueue(rank, kind_notify, &m, len, nullptr, 0)) {
+  if (answer ? enqueue_answer(rank, kind_notify, &m, len, nullptr, 0)
+             : enqueue(rank, kind_notify, &m, len, nullptr, 0)) {
     events_.add(local_event{then, rank, ctx, true, 0, {}});
     return;
   }
-  local_event e{local_event::notify, rank, ctx, true, uint32_t(len), {}, then};
+  local_event e{local_event::notify, rank, ctx, true, uint32_t(len), {}, then, answer};
   memcpy(e.note, note, len);
   events_.add(e);
 }
@@ -176,6 +177,23 @@ bool shm_device::handle_other_cell(sink& s, const cell_header* c, const char* da
       if (m.channel >= geo_.nchannels || m.note_len > sizeof(m.note) || !piece_ok(m.piece) ||
           m.kind == stream_get_reply)
         break;
+      return accept_stream(s, src, m);
+    }
+    case kind_data_start: {
+      data_start_msg r;
+      if (c->len != sizeof(r)) break;
+      memcpy(&r, data, sizeof(r));
+      if (r.channel >= geo_.nchannels || !piece_ok(r.piece) || r.note_len > sizeof(r.note)) break;
+      put_start_msg m{};
+      m.remote_addr = r.remote_addr;
+      m.size = r.size;
+      m.channel = r.channel;
+      m.note_len = r.note_len;
+      m.kind = stream_data;
+      memcpy(m.note, r.note, r.note_len);
+      m.timed = r.timed;
+      m.stores = r.stores;
+      m.piece = r.piece;
       return accept_stream(s, src, m);
     }
     case kind_get_reply: {
@@ -305,7 +323,8 @@ size_t shm_device::drain_answers(sink& s, size_t max) {
   return claim_runs(own_answers_, max, [&](uint64_t pos, uint64_t) {
     const cell_header* c = own_answers_.cell(pos, mask_);
     // The core's answers (try_send_answer) come as messages; it always takes them.
-    const bool ok_kind = is_answer(c->kind) || c->kind == kind_hole || c->kind == kind_message;
+    const bool ok_kind = is_answer(c->kind) || c->kind == kind_hole || c->kind == kind_message ||
+                         c->kind == kind_notify;
     if (ok_kind && c->len <= inline_capacity) {
       if (!handle_cell(s, c, nullptr))
         WEFT_LOG(error, "shm: an answer of kind %u was refused", unsigned(c->kind));

@@ -174,6 +174,7 @@ class shm_device final : public device {
     uint32_t note_len;
     char note[max_note_size];
     kind_t then = put_done;
+    bool answer = false;  // notify: the core's rendezvous note, into the answer lane
   };
   struct pending_get {  // a pipelined get of ours, waiting for the target's stream
     int rank;
@@ -225,7 +226,9 @@ class shm_device final : public device {
   // in events_ while the target's lane is full, so the operation completes only once its
   // note is on its way: a full target holds the initiator back, and events_ holds at most
   // one entry per operation posted and not completed.
-  void send_note_then(int rank, const void* note, size_t len, local_event::kind_t then, void* ctx);
+  // `answer`: the core's rendezvous note (always taken), into the answer lane.
+  void send_note_then(int rank, const void* note, size_t len, local_event::kind_t then, void* ctx,
+                      bool answer);
   void log_refusal(const char* op, int rank, rkey_t k, uint64_t addr, size_t size, const char* why);
   // `data`: the core's rendezvous data, into a buffer the target named (nothing to check).
   void direct_access(bool write, int rank, void* local, size_t size, uint64_t remote_addr, rkey_t k,

@@ -29,6 +29,11 @@ bool shm_device::start_stream(int rank, put_start_msg& m) {
   if (m.kind == stream_get_reply) {  // an answer: the short form, in the answer lane
     get_reply_msg r{m.get_ctx, m.size, m.channel, m.piece, m.timed, m.stores, {}};
     sent = enqueue(rank, kind_get_reply, &r, sizeof(r), nullptr, 0);
+  } else if (m.kind == stream_data && m.note_len <= sizeof(data_start_msg::note)) {
+    data_start_msg d{m.remote_addr,       m.size, m.channel, m.piece, m.timed, m.stores,
+                     uint8_t(m.note_len), 0,      {}};
+    memcpy(d.note, m.note, m.note_len);
+    sent = enqueue(rank, kind_data_start, &d, sizeof(d), nullptr, 0);
   } else {
     sent = enqueue(rank, kind_put_start, &m, sizeof(m), nullptr, 0);
   }
@@ -428,7 +433,9 @@ size_t shm_device::advance_work(sink& s) {
       case local_event::notify: {
         notify_msg m{};
         memcpy(m.note, e.note, e.note_len);
-        if (!enqueue(e.rank, kind_notify, &m, e.note_len, nullptr, 0)) return false;
+        if (!(e.answer ? enqueue_answer(e.rank, kind_notify, &m, e.note_len, nullptr, 0)
+                       : enqueue(e.rank, kind_notify, &m, e.note_len, nullptr, 0)))
+          return false;
         if (e.then == local_event::put_done) s.on_put_local_done(e.ctx, true);
         if (e.then == local_event::get_done) s.on_get_done(e.ctx, true);
         return true;
