@@ -31,6 +31,10 @@ class send_credits {
     n.fetch_add(1, std::memory_order_relaxed);
     return false;
   }
+  // A credit for an answer (an operation of the peer's waits for it, and the peer always
+  // takes it), taken even when none is left: the count may go below zero, by at most the
+  // peer's operations in flight with this rank, and the peer's grants bring it back.
+  void overdraw(int rank) { c_[size_t(rank)].n.fetch_sub(1, std::memory_order_acquire); }
   // A message that took a credit and then could not be sent.
   void give_back(int rank) { c_[size_t(rank)].n.fetch_add(1, std::memory_order_relaxed); }
   // The receiver's grant.

@@ -300,7 +300,24 @@ bool ofi_device::try_send(int rank, const void* hdr, size_t hdr_len, const void*
   // and fails the post then, so retry until it does.
   if (dead_[size_t(rank)].load(std::memory_order_relaxed)) return false;
   if (!credits_out_->take(rank)) return false;
-  prefix p = make_prefix(kind_message, 1);
+  if (send_message(rank, make_prefix(kind_message, 1), hdr, hdr_len, payload, len)) return true;
+  credits_out_->give_back(rank);
+  return false;
+}
+
+// Answers overdraw their credit: they are few (one per operation of the peer's) and always
+// taken, so a peer whose inbox is full of this rank's refused messages still gets them.
+bool ofi_device::try_send_answer(int rank, const void* hdr, size_t hdr_len, const void* payload,
+                                 size_t len) {
+  if (dead_[size_t(rank)].load(std::memory_order_relaxed)) return false;
+  credits_out_->overdraw(rank);
+  if (send_message(rank, make_prefix(kind_answer, 1), hdr, hdr_len, payload, len)) return true;
+  credits_out_->give_back(rank);
+  return false;
+}
+
+bool ofi_device::send_message(int rank, const prefix& p, const void* hdr, size_t hdr_len,
+                              const void* payload, size_t len) {
   const size_t total = sizeof(p) + hdr_len + len;
   if (total <= ctx_.info()->tx_attr->inject_size && !ctx_.mr_local()) {
     char buf[256];
@@ -313,14 +330,11 @@ bool ofi_device::try_send(int rank, const void* hdr, size_t hdr_len, const void*
         mark_sent_to(rank);
         return true;
       }
-      credits_out_->give_back(rank);
       refused(rc, rank, "fi_inject");
       return false;
     }
   }
-  if (send_buffer(rank, p, hdr, hdr_len, payload, len, nullptr)) return true;
-  credits_out_->give_back(rank);
-  return false;
+  return send_buffer(rank, p, hdr, hdr_len, payload, len, nullptr);
 }
 
 bool ofi_device::send_note(int rank, const void* note, size_t len) {
@@ -480,8 +494,9 @@ void ofi_device::advance_streams() {
   }
 }
 
-void ofi_device::deliver_note(sink& s, int rank, const void* note, size_t len, bool credited) {
-  if (may_offer(rank) && s.on_remote_notify(rank, note, len)) {
+void ofi_device::deliver_note(sink& s, int rank, const void* note, size_t len, bool credited,
+                              bool answer) {
+  if ((answer || may_offer(rank)) && s.on_remote_notify(rank, note, len)) {
     if (credited) taken_from(rank);
     return;
   }
@@ -579,6 +594,13 @@ bool ofi_device::received(sink& s, op* o, size_t len) {
       }
       hold(held_msg{src, o->buffer, uint32_t(blen), p.credited != 0, {}});
       return false;
+    case kind_answer:
+      if (s.on_message(src, body, blen)) {
+        if (p.credited) taken_from(src);
+        return true;
+      }
+      hold(held_msg{src, o->buffer, uint32_t(blen), p.credited != 0, {}});  // not expected
+      return false;
     case kind_credit: {
       uint32_t n;
       if (blen != sizeof(n)) break;
@@ -633,7 +655,8 @@ bool ofi_device::received(sink& s, op* o, size_t len) {
       if (in.got >= h.total) {
         incoming entry = in;
         incoming_.erase({src, h.stream});
-        if (entry.note_len) deliver_note(s, src, entry.note, entry.note_len);
+        // Rendezvous data answers our clear-to-send: its note passes held messages.
+        if (entry.note_len) deliver_note(s, src, entry.note, entry.note_len, false, true);
       }
       return true;
     }

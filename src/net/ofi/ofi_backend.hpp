@@ -55,6 +55,8 @@ class ofi_device final : public device {
   size_t max_inject_size() const override;
   bool try_send(int rank, const void* hdr, size_t hdr_len, const void* payload,
                 size_t len) override;
+  bool try_send_answer(int rank, const void* hdr, size_t hdr_len, const void* payload,
+                       size_t len) override;
   bool try_send_data(int rank, const void* src, size_t size, uint64_t remote_addr, const void* note,
                      size_t note_len, void* ctx) override;
   bool try_put(int rank, const void* src, size_t size, uint64_t remote_addr, rkey_t rkey,
@@ -103,7 +105,11 @@ class ofi_device final : public device {
     kind_bye,          // the sender's device is closing: everything it sent came before
     kind_bye_ack,      // the answer to kind_bye: everything the closing device sent arrived
     kind_credit,       // uint32_t: credited messages the sender's sink has taken
-    kind_expelled      // the sender has taken this rank for dead: nothing it sends arrives
+    kind_expelled,     // the sender has taken this rank for dead: nothing it sends arrives
+    // An answer to an operation of the receiver's (try_send_answer): its credit is taken
+    // even when none is left (send_credits::overdraw), since the receiver always takes it,
+    // and it is offered past the sender's held messages.
+    kind_answer
   };
   struct key_request {
     uint64_t id, key, device_generation;
@@ -166,7 +172,10 @@ class ofi_device final : public device {
   void remote_write(sink& s, uint64_t data);
   // A notification for the sink, or held (a copy) when the sink refuses it or something
   // older waits.
-  void deliver_note(sink& s, int rank, const void* note, size_t len, bool credited = false);
+  // `answer`: it completes an operation of ours (rendezvous data), so it passes the
+  // sender's held messages.
+  void deliver_note(sink& s, int rank, const void* note, size_t len, bool credited = false,
+                    bool answer = false);
   size_t retry_held(sink& s);
   void log_failure(const op& o, const fi_cq_err_entry& err);
   // The sink took a credited message from `rank`: grant credits back in batches.
@@ -189,6 +198,9 @@ class ofi_device final : public device {
   void flush_to_peers();
   void post_recv(uint32_t i);
   bool send_note(int rank, const void* note, size_t len);
+  // A message of kind p.kind, injected when it is small enough, else from a send buffer.
+  bool send_message(int rank, const prefix& p, const void* hdr, size_t hdr_len, const void* payload,
+                    size_t len);
   size_t send_pending_notes(sink& s);
   bool rma(bool write, int rank, void* local, size_t size, uint64_t remote_addr, rkey_t k,
            const void* note, size_t note_len, void* ctx);

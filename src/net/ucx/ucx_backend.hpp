@@ -100,6 +100,7 @@ class ucx_device final : public device {
     bool release = false;  // message: UCP's descriptor, released after delivery
     bool delivered = false;
     bool credited = false;  // the sender took a credit for it
+    bool answer = false;    // completes an operation of ours: passes held messages
     bool ok = true;
     int rank = -1;
     void* data = nullptr;
@@ -171,7 +172,7 @@ class ucx_device final : public device {
            const void* note, size_t note_len, void* ctx);
   void handle_control();
   void push_done(bool write, void* ctx, bool ok, int rank, const void* note, size_t note_len);
-  void push_notify(int rank, const void* note, size_t len, bool credited);
+  void push_notify(int rank, const void* note, size_t len, bool credited, bool answer = false);
   void send_notes();
   void declare_dead(int rank, ucs_status_t why);
   void greet_everyone();

@@ -329,11 +329,12 @@ void ucx_device::push_done(bool write, void* ctx, bool ok, int rank, const void*
   events_.push_back(e);
 }
 
-void ucx_device::push_notify(int rank, const void* note, size_t len, bool credited) {
+void ucx_device::push_notify(int rank, const void* note, size_t len, bool credited, bool answer) {
   event e;
   e.kind = event::notify;
   e.rank = rank;
   e.credited = credited;
+  e.answer = answer;
   e.note_len = uint32_t(len);
   memcpy(e.note, note, len);
   events_.push_back(e);
@@ -556,7 +557,8 @@ ucs_status_t ucx_device::received(const am_header& h, size_t header_len, void* d
     case kind_stream: {
       if (header_len != sizeof(am_header) || h.note_len > max_note_size) break;
       if (len) memcpy(reinterpret_cast<void*>(h.dst), data, len);
-      if (h.note_len) push_notify(src, h.note, h.note_len, false);
+      // Rendezvous data answers our clear-to-send: its note passes held messages.
+      if (h.note_len) push_notify(src, h.note, h.note_len, false, true);
       return UCS_OK;
     }
     case kind_credit: {
@@ -711,7 +713,7 @@ size_t ucx_device::poll(sink& s, size_t) {
   for (event& e : delivering_) {
     if (!e.delivered) {
       // Local completions always go; a message or notification only behind nothing held.
-      const bool may_wait = e.kind == event::message || e.kind == event::notify;
+      const bool may_wait = (e.kind == event::message || e.kind == event::notify) && !e.answer;
       if ((may_wait && held_from_[size_t(e.rank)]) || !offer(s, e)) {
         held_.push_back(e);  // keeps the descriptor
         ++held_from_[size_t(e.rank)];
