@@ -209,6 +209,12 @@ int scenario_threads(bool dedicated) {
   }
   weft::barrier();
   std::atomic<int> errors{0};
+  // A thread that has all it waits for keeps progressing its device until every thread of
+  // every rank has: an active message it posted is done once handed to the backend, and
+  // may still need this device's progress to leave (UCX queues what its transport cannot
+  // take at once), while the peer's thread waits for it.
+  std::atomic<int> finished{0};
+  std::atomic<bool> all_done{false};
   auto worker = [&](int t) {
     weft::device_t dev = devs[size_t(t)];
     weft::comp_t scq = weft::alloc_cq();
@@ -267,6 +273,8 @@ int scenario_threads(bool dedicated) {
         break;
       }
     }
+    finished.fetch_add(1);
+    while (!all_done.load()) weft::progress_x().device(dev)();
     for (int i = 0; i < msgs / 4; ++i)
       if (verify(rbufs[size_t(i)].data(), rbufs[size_t(i)].size(), size_t(t * 7 + i)) != SIZE_MAX)
         errors.fetch_add(1);
@@ -276,7 +284,15 @@ int scenario_threads(bool dedicated) {
   std::vector<std::thread> threads;
   for (int t = 0; t < nthreads; ++t) threads.emplace_back(worker, t);
   // The main thread keeps the default device moving too, so a shared device sees
-  // progress from five threads at once.
+  // progress from five threads at once; then a barrier, begun once this rank's threads
+  // are done, says that every rank's are.
+  while (finished.load() < nthreads) weft::progress();
+  weft::comp_t everyone = weft::alloc_sync();
+  const weft::status_t b = weft::barrier_x().comp(everyone)();
+  CHECK(b.error.is_posted() || b.error.is_done());
+  while (b.error.is_posted() && !weft::sync_test(everyone, nullptr)) weft::progress();
+  weft::free_comp(&everyone);
+  all_done.store(true);
   for (auto& th : threads) th.join();
   CHECK_EQ(errors.load(), 0);
   weft::barrier();

@@ -63,7 +63,11 @@ enum msg_kind : uint8_t {
   kind_revoke,
   kind_revoke_ack,
   kind_hello,
-  kind_credit  // uint32_t: credited messages the sender's sink has taken
+  kind_credit,  // uint32_t: credited messages the sender's sink has taken
+  // An answer to an operation of the receiver's (try_send_answer): its credit is taken even
+  // when none is left (send_credits::overdraw), since the receiver always takes it, and it
+  // is offered past the sender's held messages.
+  kind_answer
 };
 inline constexpr size_t short_header = 16;
 
@@ -76,6 +80,8 @@ class ucx_device final : public device {
   size_t max_inject_size() const override { return 0; }
   bool try_send(int rank, const void* hdr, size_t hdr_len, const void* payload,
                 size_t len) override;
+  bool try_send_answer(int rank, const void* hdr, size_t hdr_len, const void* payload,
+                       size_t len) override;
   bool try_send_data(int rank, const void* src, size_t size, uint64_t remote_addr, const void* note,
                      size_t note_len, void* ctx) override;
   bool try_put(int rank, const void* src, size_t size, uint64_t remote_addr, rkey_t rkey,

@@ -217,8 +217,11 @@ bool ucx_device::send_locked(int rank, uint8_t kind, const void* a, size_t alen,
   peer& p = peers_[size_t(rank)];
   if (p.dead.load(std::memory_order_relaxed)) return true;  // dropped: the core fails its ops
   if (free_sends_.empty()) return false;
-  const bool credited = kind == kind_message || kind == kind_notify;
-  if (credited && !credits_out_->take(rank)) return false;
+  const bool credited = kind == kind_message || kind == kind_notify || kind == kind_answer;
+  if (kind == kind_answer)
+    credits_out_->overdraw(rank);
+  else if (credited && !credits_out_->take(rank))
+    return false;
   const uint32_t i = free_sends_.back();
   free_sends_.pop_back();
   char* buf = &send_mem_[size_t(i) * (short_header + cell_size_)];
@@ -247,6 +250,12 @@ bool ucx_device::try_send(int rank, const void* hdr, size_t hdr_len, const void*
                           size_t len) {
   util::lock_guard<util::spinlock> g(worker_lock_);
   return send_locked(rank, kind_message, hdr, hdr_len, payload, len);
+}
+
+bool ucx_device::try_send_answer(int rank, const void* hdr, size_t hdr_len, const void* payload,
+                                 size_t len) {
+  util::lock_guard<util::spinlock> g(worker_lock_);
+  return send_locked(rank, kind_answer, hdr, hdr_len, payload, len);
 }
 
 std::string ucx_device::key_and_device_generation(uint64_t key) const {
@@ -539,7 +548,8 @@ ucs_status_t ucx_device::received(const am_header& h, size_t header_len, void* d
   if (closing_) return UCS_OK;
   const int src = int(h.src);
   switch (h.kind) {
-    case kind_message: {
+    case kind_message:
+    case kind_answer: {
       event e;
       e.kind = event::message;
       e.rank = src;
@@ -547,6 +557,7 @@ ucs_status_t ucx_device::received(const am_header& h, size_t header_len, void* d
       e.len = len;
       e.release = true;  // persistent data: released once the sink has seen it
       e.credited = h.credited != 0;
+      e.answer = h.kind == kind_answer;
       events_.push_back(e);
       return UCS_INPROGRESS;
     }
