@@ -199,6 +199,31 @@ int scenario_burst(bool am) {
   return am ? scenario_burst_am() : scenario_burst_send();
 }
 
+// Sends `count` 8-byte active messages to `to`, progressing while its inbox is full;
+// returns how many posts saw retry.
+static long flood_am(int to, int count, weft::rcomp_t rc, deadline& d) {
+  long retries = 0;
+  for (uint64_t v = 0; v < uint64_t(count); ++v) {
+    weft::status_t s;
+    while ((s = weft::post_am(to, &v, sizeof(v), weft::comp_t{}, rc)).error.is_retry()) {
+      ++retries;
+      weft::progress();
+      d.check("the target to take the active messages");
+    }
+    CHECK(s.error.is_done() || s.error.is_posted());
+  }
+  return retries;
+}
+
+// Pops `count` active messages from `q`, each done, and frees them.
+static void take_ams(weft::comp_t q, int count) {
+  for (int i = 0; i < count; ++i) {
+    weft::status_t t = wait_cq(q);
+    CHECK(t.error.is_done());
+    std::free(t.buf);
+  }
+}
+
 // A clear-to-send answers the receiver's own send, so it must reach that sender even when
 // the sender's inbox lane is full of the receiver's refused active messages. Rank 1 posts
 // a receive for a large message of rank 0, then sends active messages to rank 0 (whose
@@ -221,17 +246,7 @@ int scenario_cts_full_lane() {
     CHECK(post_until([&] {
             return weft::post_recv(0, big.data(), kBig, 5, done);
           }).error.is_posted());
-    long retries = 0;
-    uint64_t v = 0;
-    for (int i = 0; i < ams; ++i, ++v) {
-      weft::status_t s;
-      while ((s = weft::post_am(0, &v, sizeof(v), weft::comp_t{}, rc)).error.is_retry()) {
-        ++retries;
-        weft::progress();
-        d.check("rank 0 to take rank 1's active messages");
-      }
-      CHECK(s.error.is_done() || s.error.is_posted());
-    }
+    const long retries = flood_am(0, ams, rc, d);
     CHECK(retries > 0);  // the lane was full
     weft::status_t r = wait_cq(done);
     CHECK(r.error.is_done());
@@ -253,11 +268,7 @@ int scenario_cts_full_lane() {
       d.check("rank 0's rendezvous send, whose clear-to-send meets a full lane");
     }
     CHECK(got.error.is_done());
-    for (int i = 0; i < ams; ++i) {
-      weft::status_t t = wait_cq(amq);
-      CHECK(t.error.is_done());
-      std::free(t.buf);
-    }
+    take_ams(amq, ams);
     printf("rank 0: its rendezvous send completed past a full lane; %d active messages\n", ams);
   }
   weft::barrier();
@@ -286,25 +297,17 @@ int scenario_rdv_full_lane() {
   deadline d(60);
   if (me == 0) {
     for (size_t i = 0; i < kBig; ++i) big[i] = pattern(i, 9);
-    CHECK(post_until([&] { return weft::post_send(1, big.data(), kBig, 6, done); })
-              .error.is_posted());
-    long retries = 0;
-    uint64_t v = 0;
-    for (int i = 0; i < ams; ++i, ++v) {
-      weft::status_t s;
-      while ((s = weft::post_am(1, &v, sizeof(v), weft::comp_t{}, rc)).error.is_retry()) {
-        ++retries;
-        weft::progress();
-        d.check("rank 1 to take rank 0's active messages");
-      }
-      CHECK(s.error.is_done() || s.error.is_posted());
-    }
+    CHECK(post_until([&] {
+            return weft::post_send(1, big.data(), kBig, 6, done);
+          }).error.is_posted());
+    const long retries = flood_am(1, ams, rc, d);
     CHECK(retries > 0);  // the lane was full
     CHECK(wait_cq(done).error.is_done());
     printf("rank 0: 1 MiB sent, then %d active messages (%ld retries)\n", ams, retries);
   } else {
-    CHECK(post_until([&] { return weft::post_recv(0, big.data(), kBig, 6, done); })
-              .error.is_posted());
+    CHECK(post_until([&] {
+            return weft::post_recv(0, big.data(), kBig, 6, done);
+          }).error.is_posted());
     weft::status_t got;
     while ((got = weft::cq_pop(done)).error.is_retry()) {  // the queue is not popped
       weft::progress();
@@ -315,11 +318,7 @@ int scenario_rdv_full_lane() {
     size_t bad = 0;
     for (size_t i = 0; i < kBig; ++i) bad += big[i] != pattern(i, 9);
     CHECK_EQ(bad, 0u);
-    for (int i = 0; i < ams; ++i) {
-      weft::status_t t = wait_cq(amq);
-      CHECK(t.error.is_done());
-      std::free(t.buf);
-    }
+    take_ams(amq, ams);
     printf("rank 1: 1 MiB received intact past a full lane; %d active messages\n", ams);
   }
   weft::barrier();
