@@ -83,6 +83,15 @@ int weft_engine_fail(const char* call, const char* argument, const char* value,
   return WEFT_ERR_USAGE;
 }
 
+int weft_engine_fail_region_kind(const char* call, int allocated) {
+  return allocated ? weft_engine_fail(call, "mem", "registered",
+                                      "the program owns that memory: "
+                                      "weft_engine_deregister_memory")
+                   : weft_engine_fail(call, "mem", "allocated",
+                                      "a region of weft_engine_alloc_memory: "
+                                      "weft_engine_free_memory");
+}
+
 void weft_engine_report(weft_engine_t e, int rank, const char* what) {
   __atomic_fetch_add(&e->stats.errors, 1, __ATOMIC_RELAXED);
   if (e->error_fn) return e->error_fn(e, rank, what, e->error_data);

@@ -81,13 +81,7 @@ static int forget_region(weft_engine_t e, weft_engine_mem_t mem, int allocated, 
   if (kind_ok) *at = r->next;
   pthread_mutex_unlock(&m->lock);
   if (!r) return weft_engine_fail(call, "mem", "?", "not a region registered with this engine");
-  if (!kind_ok)
-    return allocated ? weft_engine_fail(call, "mem", "registered",
-                                        "the program owns that memory: "
-                                        "weft_engine_deregister_memory")
-                     : weft_engine_fail(call, "mem", "allocated",
-                                        "a region of weft_engine_alloc_memory: "
-                                        "weft_engine_free_memory");
+  if (!kind_ok) return weft_engine_fail_region_kind(call, allocated);
   if (allocated) free(r->base);
   free(r);
   return WEFT_OK;

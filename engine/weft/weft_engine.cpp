@@ -129,12 +129,7 @@ int weft_engine::forget_region(weft_engine_mem_t mem, bool allocated, const char
     }
     if (r->allocated != allocated) {
       r.release();
-      return allocated ? weft_engine_fail(call, "mem", "registered",
-                                          "the program owns that memory: "
-                                          "weft_engine_deregister_memory")
-                       : weft_engine_fail(call, "mem", "allocated",
-                                          "a region of weft_engine_alloc_memory: "
-                                          "weft_engine_free_memory");
+      return weft_engine_fail_region_kind(call, allocated);
     }
     regions_[r->id] = nullptr;
     free_ids_.push_back(r->id);

@@ -65,6 +65,9 @@ struct weft_engine_s {
    WEFT_ERR_USAGE. */
 WEFT_C_API int weft_engine_fail(const char* call, const char* argument, const char* value,
                                 const char* reason);
+/* weft_engine_fail for a region given to the wrong release: `call` frees allocated regions
+   (allocated = 1) or deregisters the program's own (0), and names the right call. */
+WEFT_C_API int weft_engine_fail_region_kind(const char* call, int allocated);
 /* Reports a failed operation: the engine's error handler, else the message kept for the
    next weft_engine_progress to return (WEFT_ERR_INTERNAL). */
 WEFT_C_API void weft_engine_report(weft_engine_t e, int rank, const char* what);

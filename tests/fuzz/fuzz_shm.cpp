@@ -3,11 +3,11 @@
 // local peer writes cells into this rank's inbox, and every kind but a plain message is
 // decoded here first (a pipelined put starting, a notification, a pipelined get's request,
 // answer or refusal, rendezvous data announced or sent ahead) before the core sees
-// anything. A peer that is buggy or killed half-way can leave any bytes. Input: the first
-// byte is the cell's kind (low 4 bits: the kinds and a few unknown ones), the rest its
-// body; one rank without a launcher receives it as from itself, then progresses (a
-// pipelined put that was accepted copies its data, a get is served) and empties its queue.
-// The runtime is made anew every 1000 inputs.
+// anything. A peer that is buggy or killed half-way can leave any bytes.
+// Input: the first byte is the cell's kind (low 4 bits: the kinds and a few unknown ones),
+// the rest its body; one rank without a launcher receives it as from itself, then
+// progresses (a pipelined put that was accepted copies its data, a get is served) and
+// empties its queue. The runtime is made anew every 1000 inputs.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -104,6 +104,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::atomic<uint32_t>* verdict = nullptr;
   put_start_msg m{};
   const uint8_t kind = uint8_t(data[0] & 15);
+  // An answer message is a core message (the wire format, fuzz_wire's), as a plain one is.
+  if (kind == kind_answer_message) return 0;
   // Data sent ahead announces a ready-to-send, whose size the receiver allocates for an
   // active message: kept under 1 MiB, as fuzz_wire does.
   ahead_msg a{};
@@ -121,12 +123,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         (verdict = fuzz_access::verdict(*shm, m)))
       verdict->store(verdict_pending);
   }
-  data_start_msg ds{};  // the same data in its short form (the answer lane's)
-  if (kind == kind_data_start && body.size() == sizeof(ds)) {
+  short_start_msg ds{};  // the same data in its short form (the answer lane's)
+  if (kind == kind_stream_answer && body.size() == sizeof(ds)) {
     memcpy(&ds, body.data(), sizeof(ds));
     m.channel = ds.channel;
     m.piece = ds.piece;
-    if (ds.note_len <= sizeof(ds.note) && (verdict = fuzz_access::verdict(*shm, m)))
+    if (ds.kind == stream_data && ds.note_len <= sizeof(ds.note) &&
+        (verdict = fuzz_access::verdict(*shm, m)))
       verdict->store(verdict_pending);
   }
   const std::set<void*> before = fuzz::awaited(dev);

@@ -224,23 +224,46 @@ static void take_ams(weft::comp_t q, int count) {
   }
 }
 
+// The two full-lane scenarios' resources (2 ranks): an active-message queue of depth 4,
+// a queue for the large message's completion, its 1 MiB buffer, and how many active
+// messages fill the target's lane. Freed after the scenario's last barrier.
+struct full_lane {
+  static constexpr size_t kBig = size_t(1) << 20;
+  weft::comp_t amq;
+  weft::rcomp_t rc;
+  weft::comp_t done;
+  std::vector<unsigned char> big;
+  int ams;
+  int me = weft::get_rank_me();
+  explicit full_lane(const char* scenario)
+      : amq(weft::alloc_cq_x().depth(4)()),
+        rc(weft::register_rcomp(amq)),
+        done(weft::alloc_cq_x().depth(16)()),
+        big(kBig),
+        ams(int(weft::get_default_device().get_attr_inbox_depth()) + 64) {
+    if (weft::get_rank_n() != 2) die(std::string(scenario) + " needs 2 ranks");
+    weft::barrier();
+  }
+  ~full_lane() {
+    weft::free_comp(&done);
+    weft::deregister_rcomp(rc);
+    weft::free_comp(&amq);
+  }
+};
+
 // A clear-to-send answers the receiver's own send, so it must reach that sender even when
 // the sender's inbox lane is full of the receiver's refused active messages. Rank 1 posts
 // a receive for a large message of rank 0, then sends active messages to rank 0 (whose
 // queue holds 4) until its posts see retry. Rank 0 then sends the large message and waits
 // for it without popping its queue: it completes only if rank 1's clear-to-send gets in.
 int scenario_cts_full_lane() {
-  struct {
-    int me, n;
-  } w{weft::get_rank_me(), weft::get_rank_n()};
-  if (w.n != 2) die("cts_full_lane needs 2 ranks");
-  constexpr size_t kBig = size_t(1) << 20;
-  weft::comp_t amq = weft::alloc_cq_x().depth(4)();
-  weft::rcomp_t rc = weft::register_rcomp(amq);
-  weft::comp_t done = weft::alloc_cq_x().depth(16)();
-  std::vector<unsigned char> big(kBig);
-  const int ams = int(weft::get_default_device().get_attr_inbox_depth()) + 64;
-  weft::barrier();
+  full_lane f("cts_full_lane");
+  weft::comp_t amq = f.amq, done = f.done;
+  weft::rcomp_t rc = f.rc;
+  std::vector<unsigned char>& big = f.big;
+  const int ams = f.ams;
+  const struct { int me; } w{f.me};
+  constexpr size_t kBig = full_lane::kBig;
   deadline d(60);
   if (w.me == 1) {
     CHECK(post_until([&] {
@@ -272,9 +295,6 @@ int scenario_cts_full_lane() {
     printf("rank 0: its rendezvous send completed past a full lane; %d active messages\n", ams);
   }
   weft::barrier();
-  weft::free_comp(&done);
-  weft::deregister_rcomp(rc);
-  weft::free_comp(&amq);
   return finish("cts_full_lane");
 }
 
@@ -285,15 +305,13 @@ int scenario_cts_full_lane() {
 // Rank 1 waits for the receive without popping its queue: it completes only if the data's
 // announcement (pipelined) or note (cross-memory attach) gets past the held cells.
 int scenario_rdv_full_lane() {
-  const int me = weft::get_rank_me();
-  if (weft::get_rank_n() != 2) die("rdv_full_lane needs 2 ranks");
-  constexpr size_t kBig = size_t(1) << 20;
-  weft::comp_t amq = weft::alloc_cq_x().depth(4)();
-  weft::rcomp_t rc = weft::register_rcomp(amq);
-  weft::comp_t done = weft::alloc_cq_x().depth(16)();
-  std::vector<unsigned char> big(kBig);
-  const int ams = int(weft::get_default_device().get_attr_inbox_depth()) + 64;
-  weft::barrier();
+  full_lane f("rdv_full_lane");
+  weft::comp_t amq = f.amq, done = f.done;
+  weft::rcomp_t rc = f.rc;
+  std::vector<unsigned char>& big = f.big;
+  const int ams = f.ams;
+  const int me = f.me;
+  constexpr size_t kBig = full_lane::kBig;
   deadline d(60);
   if (me == 0) {
     for (size_t i = 0; i < kBig; ++i) big[i] = pattern(i, 9);
@@ -322,8 +340,5 @@ int scenario_rdv_full_lane() {
     printf("rank 1: 1 MiB received intact past a full lane; %d active messages\n", ams);
   }
   weft::barrier();
-  weft::free_comp(&done);
-  weft::deregister_rcomp(rc);
-  weft::free_comp(&amq);
   return finish("rdv_full_lane");
 }

@@ -840,6 +840,7 @@ int scenario_note_holds_back() {
   CHECK_EQ(weft::cq_size(rcq), 4u);
   deadline d(60);
   int done = 0, notes = 0;
+  std::vector<int> seen(size_t(puts), 0);
   while (posted < puts || done < posted || notes < puts) {
     if (posted < puts) {
       weft::status_t s =
@@ -850,8 +851,19 @@ int scenario_note_holds_back() {
       if (!s.error.is_retry()) ++posted;
     }
     weft::status_t t = weft::cq_pop(rcq);
-    if (t.error.is_done()) ++notes;
-    if (weft::cq_pop(lcq).error.is_done()) ++done;
+    if (!t.error.is_retry()) {  // a notification: done, naming one put and where it wrote
+      CHECK(t.error.is_done());
+      CHECK(t.tag < weft::tag_t(puts));
+      CHECK_EQ(seen[t.tag]++, 0);
+      CHECK(t.buf == w.base() + t.tag * 8);
+      CHECK_EQ(t.size, 8u);
+      ++notes;
+    }
+    weft::status_t l = weft::cq_pop(lcq);
+    if (!l.error.is_retry()) {
+      CHECK(l.error.is_done());
+      ++done;
+    }
     weft::progress();
     d.check("every put into this rank to complete once its notifications are popped");
   }

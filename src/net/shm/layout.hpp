@@ -18,7 +18,7 @@
 namespace weft::net::shm {
 
 inline constexpr uint32_t segment_magic = 0x57454654;  // "WEFT"
-inline constexpr uint32_t layout_version = 13;
+inline constexpr uint32_t layout_version = 14;
 
 struct alignas(util::cache_line) segment_header {
   uint32_t magic;
@@ -82,8 +82,10 @@ enum cell_kind : uint8_t {
   kind_put_inline = 6,   // a small notified put: put_inline_msg, then the data
   kind_put_ack = 7,      // the target applied (or refused) a kind_put_inline
   kind_ahead = 8,        // the core's ready-to-send, its data already going into a channel
-  kind_get_reply = 9,    // a pipelined get's data begins in the target's channel
-  kind_data_start = 10,  // the core's rendezvous data begins in the sender's channel
+  // Answers (is_answer), in the answer lane:
+  kind_stream_answer = 9,    // a get's data or the core's rendezvous data: short_start_msg
+  kind_answer_message = 10,  // a core message answering ours (clear-to-send, refusal)
+  kind_data_note = 11,       // the note that ends rendezvous data moved by the initiator
 };
 
 // Answers to an operation of the receiving rank: always taken, and in no order with their
@@ -92,11 +94,9 @@ enum cell_kind : uint8_t {
 // was full (a held cell being a notification for it) waited for its own put's
 // acknowledgment before it popped that queue (mp.ack_past_held), and, once the held cells
 // filled a whole lane, when the acknowledgment could not even enter it (mp.ack_full_lane).
-// The core's clear-to-send and rendezvous refusal come as kind_message, and the note that
-// completes a rendezvous receive as kind_notify, through enqueue_answer.
 inline bool is_answer(uint8_t kind) {
-  return kind == kind_put_ack || kind == kind_get_refused || kind == kind_get_reply ||
-         kind == kind_data_start;
+  return kind == kind_put_ack || kind == kind_get_refused || kind == kind_stream_answer ||
+         kind == kind_answer_message || kind == kind_data_note;
 }
 
 // What a stream in a put channel is (put_start_msg::kind).
@@ -134,33 +134,21 @@ struct ahead_msg {
   char msg[48];
 };
 
-// The answer to a pipelined get (kind_get_reply): the requester's destination and note
-// are its own (take_get), so the announcement fits a cell line and the answer lane.
-struct get_reply_msg {
-  uint64_t ctx;  // the requester's get
+// A stream that answers the receiver (kind_stream_answer): the data of its own pipelined
+// get (the destination is its own: take_get) or rendezvous data after its clear-to-send,
+// announced in a form that fits a cell line, so that it goes in the answer lane.
+struct short_start_msg {
+  uint64_t target;  // stream_get_reply: the requester's get context; stream_data: the buffer
   uint64_t size;
   uint32_t channel;
   uint32_t piece;
   uint8_t timed;
   uint8_t stores;
-  uint8_t pad[6];
-};
-static_assert(sizeof(get_reply_msg) <= inline_capacity);
-
-// The core's rendezvous data announced (kind_data_start) in the short form that fits a
-// cell line: it answers the receiver's clear-to-send, so it goes in the answer lane.
-struct data_start_msg {
-  uint64_t remote_addr;
-  uint64_t size;
-  uint32_t channel;
-  uint32_t piece;
-  uint8_t timed;
-  uint8_t stores;
-  uint8_t note_len;  // at most sizeof(note); a longer note goes as kind_put_start
-  uint8_t pad;
+  uint8_t note_len;  // at most sizeof(note); rendezvous data with a longer one: put_start_msg
+  uint8_t kind;      // stream_get_reply or stream_data
   char note[20];
 };
-static_assert(sizeof(data_start_msg) <= inline_capacity);
+static_assert(sizeof(short_start_msg) <= inline_capacity);
 
 struct notify_msg {
   char note[40];

@@ -91,11 +91,6 @@ void shm_device::ring_bell(peer& p) {
 bool shm_device::enqueue(int rank, uint8_t kind, const void* a, size_t alen, const void* b,
                          size_t blen) {
   if (!is_answer(kind)) return enqueue_inline(rank, kind, a, alen, b, blen);
-  return enqueue_answer(rank, kind, a, alen, b, blen);
-}
-
-bool shm_device::enqueue_answer(int rank, uint8_t kind, const void* a, size_t alen, const void* b,
-                                size_t blen) {
   peer& p = *peers_[size_t(rank)];
   if (alen + blen > inline_capacity)  // the answer lane has no bodies: a bug of ours
     util::fail("enqueue (shm)", "answer of kind " + std::to_string(kind),
@@ -112,7 +107,7 @@ bool shm_device::try_send(int rank, const void* hdr, size_t hdr_len, const void*
 
 bool shm_device::try_send_answer(int rank, const void* hdr, size_t hdr_len, const void* payload,
                                  size_t len) {
-  return enqueue_answer(rank, kind_message, hdr, hdr_len, payload, len);
+  return enqueue(rank, kind_answer_message, hdr, hdr_len, payload, len);
 }
 
 // A channel of this device for one pipelined transfer, or c == nchannels when all are busy.
@@ -136,15 +131,14 @@ uint32_t shm_device::claim_channel() {
 }
 
 void shm_device::send_note_then(int rank, const void* note, size_t len, local_event::kind_t then,
-                                void* ctx, bool answer) {
+                                void* ctx, uint8_t kind) {
   notify_msg m{};
   memcpy(m.note, note, len);
-  if (answer ? enqueue_answer(rank, kind_notify, &m, len, nullptr, 0)
-             : enqueue(rank, kind_notify, &m, len, nullptr, 0)) {
+  if (enqueue(rank, kind, &m, len, nullptr, 0)) {
     events_.add(local_event{then, rank, ctx, true, 0, {}});
     return;
   }
-  local_event e{local_event::notify, rank, ctx, true, uint32_t(len), {}, then, answer};
+  local_event e{local_event::notify, rank, ctx, true, uint32_t(len), {}, then, kind};
   memcpy(e.note, note, len);
   events_.add(e);
 }
@@ -173,44 +167,32 @@ bool shm_device::handle_other_cell(sink& s, const cell_header* c, const char* da
       put_start_msg m;
       if (c->len != sizeof(m)) break;
       memcpy(&m, data, sizeof(m));
-      // A get's answer comes as kind_get_reply, in the answer lane.
+      // A get's data is announced as an answer (kind_stream_answer).
       if (m.channel >= geo_.nchannels || m.note_len > sizeof(m.note) || !piece_ok(m.piece) ||
           m.kind == stream_get_reply)
         break;
       return accept_stream(s, src, m);
     }
-    case kind_data_start: {
-      data_start_msg r;
+    case kind_stream_answer: {
+      short_start_msg r;
       if (c->len != sizeof(r)) break;
       memcpy(&r, data, sizeof(r));
-      if (r.channel >= geo_.nchannels || !piece_ok(r.piece) || r.note_len > sizeof(r.note)) break;
+      if (r.channel >= geo_.nchannels || !piece_ok(r.piece) || r.note_len > sizeof(r.note) ||
+          (r.kind != stream_get_reply && r.kind != stream_data))
+        break;
       put_start_msg m{};
-      m.remote_addr = r.remote_addr;
+      (r.kind == stream_get_reply ? m.get_ctx : m.remote_addr) = r.target;
       m.size = r.size;
       m.channel = r.channel;
       m.note_len = r.note_len;
-      m.kind = stream_data;
+      m.kind = r.kind;
       memcpy(m.note, r.note, r.note_len);
       m.timed = r.timed;
       m.stores = r.stores;
       m.piece = r.piece;
       return accept_stream(s, src, m);
     }
-    case kind_get_reply: {
-      get_reply_msg r;
-      if (c->len != sizeof(r)) break;
-      memcpy(&r, data, sizeof(r));
-      if (r.channel >= geo_.nchannels || !piece_ok(r.piece)) break;
-      put_start_msg m{};
-      m.size = r.size;
-      m.get_ctx = r.ctx;
-      m.channel = r.channel;
-      m.kind = stream_get_reply;
-      m.timed = r.timed;
-      m.stores = r.stores;
-      m.piece = r.piece;
-      return accept_stream(s, src, m);
-    }
+    case kind_answer_message: return s.on_message(src, data, c->len);
     case kind_ahead: {
       ahead_msg m;
       if (c->len != sizeof(m)) break;
@@ -230,7 +212,8 @@ bool shm_device::handle_other_cell(sink& s, const cell_header* c, const char* da
       p.ahead[m.channel].size = 0;
       return false;
     }
-    case kind_notify: {
+    case kind_notify:
+    case kind_data_note: {
       if (c->len == 0 || c->len > sizeof(notify_msg)) break;
       return s.on_remote_notify(src, data, c->len);
     }
@@ -322,11 +305,8 @@ size_t shm_device::drain_lane(sink& s, const lane& ln, lane_hold& hold, size_t m
 size_t shm_device::drain_answers(sink& s, size_t max) {
   return claim_runs(own_answers_, max, [&](uint64_t pos, uint64_t) {
     const cell_header* c = own_answers_.cell(pos, mask_);
-    // The core's answers (try_send_answer) come as messages; it always takes them.
-    const bool ok_kind = is_answer(c->kind) || c->kind == kind_hole || c->kind == kind_message ||
-                         c->kind == kind_notify;
-    if (ok_kind && c->len <= inline_capacity) {
-      if (!handle_cell(s, c, nullptr))
+    if ((is_answer(c->kind) || c->kind == kind_hole) && c->len <= inline_capacity) {
+      if (!handle_other_cell(s, c, reinterpret_cast<const char*>(c + 1)))
         WEFT_LOG(error, "shm: an answer of kind %u was refused", unsigned(c->kind));
     } else {
       WEFT_LOG(error, "shm: dropped a cell of kind %u and length %u in the answer lane",
@@ -433,8 +413,8 @@ size_t shm_device::poll(sink& s, size_t max) {
       !lane_idle(own_answers_, answers_hold_)) [[unlikely]]
     n = drain_answers(s, max);
   if (used & (used - 1)) [[unlikely]] {
-    n += poll_lanes(s, used, max - std::min(n, max));
-  } else if (used) {  // one lane in use (one sending thread): the usual case
+    n += poll_lanes(s, used, max - n);  // drain_answers took at most max
+  } else if (used) {                    // one lane in use (one sending thread): the usual case
     const size_t l = size_t(__builtin_ctzll(used));
     if (!lane_idle(own_lanes_[l], holds_[l]) && n < max)
       n += drain_lane(s, own_lanes_[l], holds_[l], max - n);

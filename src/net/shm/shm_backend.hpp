@@ -174,7 +174,7 @@ class shm_device final : public device {
     uint32_t note_len;
     char note[max_note_size];
     kind_t then = put_done;
-    bool answer = false;  // notify: the core's rendezvous note, into the answer lane
+    uint8_t note_kind = kind_notify;  // notify: kind_data_note for rendezvous data's
   };
   struct pending_get {  // a pipelined get of ours, waiting for the target's stream
     int rank;
@@ -189,11 +189,9 @@ class shm_device final : public device {
     get_request_msg req;
   };
 
-  // A backend cell to `rank`: answers (is_answer) into its answer lane, the rest as messages.
+  // A backend cell to `rank`: answers (is_answer, each fits a cell line) into its answer
+  // lane, the rest as messages.
   bool enqueue(int rank, uint8_t kind, const void* a, size_t alen, const void* b, size_t blen);
-  // Into the peer's answer lane (an answer fits a cell line).
-  bool enqueue_answer(int rank, uint8_t kind, const void* a, size_t alen, const void* b,
-                      size_t blen);
   // A message into the lane of this thread's index, inlined into try_send (every message).
   [[gnu::always_inline]] inline bool enqueue_inline(int rank, uint8_t kind, const void* a,
                                                     size_t alen, const void* b, size_t blen);
@@ -226,9 +224,9 @@ class shm_device final : public device {
   // in events_ while the target's lane is full, so the operation completes only once its
   // note is on its way: a full target holds the initiator back, and events_ holds at most
   // one entry per operation posted and not completed.
-  // `answer`: the core's rendezvous note (always taken), into the answer lane.
+  // `kind`: kind_notify, or kind_data_note for the core's rendezvous data (an answer).
   void send_note_then(int rank, const void* note, size_t len, local_event::kind_t then, void* ctx,
-                      bool answer);
+                      uint8_t kind);
   void log_refusal(const char* op, int rank, rkey_t k, uint64_t addr, size_t size, const char* why);
   // `data`: the core's rendezvous data, into a buffer the target named (nothing to check).
   void direct_access(bool write, int rank, void* local, size_t size, uint64_t remote_addr, rkey_t k,

@@ -72,7 +72,7 @@ void shm_device::direct_access(bool write, int rank, void* local, size_t size, u
     util::fail(write ? "put (shm, cross-memory attach)" : "get (shm, cross-memory attach)", "rank",
                std::to_string(ctx_.boot().job_rank(rank)), strerror(err));
   if (note_len)
-    send_note_then(rank, note, note_len, done, ctx, data);
+    send_note_then(rank, note, note_len, done, ctx, data ? kind_data_note : kind_notify);
   else
     events_.add(local_event{done, rank, ctx, true, 0, {}});
 }

@@ -25,15 +25,21 @@ bool shm_device::start_stream(int rank, put_start_msg& m) {
   m.piece = uint32_t(piece_for(m.size, geo_.chunk_size, outgoing_.empty()));
   // Only a timed transfer's: the line is the target's (it writes `consumed` there).
   if (m.timed) channel_of(own_channels_, m.channel)->copy_ticks.store(0, std::memory_order_relaxed);
+  // A get's data and rendezvous data answer the receiver: the short form, answer lane.
+  const bool get = m.kind == stream_get_reply;
   bool sent;
-  if (m.kind == stream_get_reply) {  // an answer: the short form, in the answer lane
-    get_reply_msg r{m.get_ctx, m.size, m.channel, m.piece, m.timed, m.stores, {}};
-    sent = enqueue(rank, kind_get_reply, &r, sizeof(r), nullptr, 0);
-  } else if (m.kind == stream_data && m.note_len <= sizeof(data_start_msg::note)) {
-    data_start_msg d{m.remote_addr,       m.size, m.channel, m.piece, m.timed, m.stores,
-                     uint8_t(m.note_len), 0,      {}};
-    memcpy(d.note, m.note, m.note_len);
-    sent = enqueue(rank, kind_data_start, &d, sizeof(d), nullptr, 0);
+  if (get || (m.kind == stream_data && m.note_len <= sizeof(short_start_msg::note))) {
+    short_start_msg r{get ? m.get_ctx : m.remote_addr,
+                      m.size,
+                      m.channel,
+                      m.piece,
+                      m.timed,
+                      m.stores,
+                      uint8_t(m.note_len),
+                      uint8_t(m.kind),
+                      {}};
+    memcpy(r.note, m.note, m.note_len);
+    sent = enqueue(rank, kind_stream_answer, &r, sizeof(r), nullptr, 0);
   } else {
     sent = enqueue(rank, kind_put_start, &m, sizeof(m), nullptr, 0);
   }
@@ -433,9 +439,7 @@ size_t shm_device::advance_work(sink& s) {
       case local_event::notify: {
         notify_msg m{};
         memcpy(m.note, e.note, e.note_len);
-        if (!(e.answer ? enqueue_answer(e.rank, kind_notify, &m, e.note_len, nullptr, 0)
-                       : enqueue(e.rank, kind_notify, &m, e.note_len, nullptr, 0)))
-          return false;
+        if (!enqueue(e.rank, e.note_kind, &m, e.note_len, nullptr, 0)) return false;
         if (e.then == local_event::put_done) s.on_put_local_done(e.ctx, true);
         if (e.then == local_event::get_done) s.on_get_done(e.ctx, true);
         return true;
