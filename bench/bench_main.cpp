@@ -2,7 +2,7 @@
 // One benchmark program, built once per library (Weft, MPICH, Open MPI) from the same
 // workload code. Rank 0 prints one RESULT line per figure.
 //   bench <lat|rate|bw> [--mode am|sr] [--threads T] [--resources dedicated|shared|shared_cq]
-//         [--iters N] [--sizes a,b,c] [--am-buffer malloc|packet] [--window W]
+//         [--iters N] [--sizes a,b,c] [--am-buffer malloc|packet|in_place] [--window W]
 // Two ranks: lane t of rank 0 talks to lane t of rank 1. One rank: each lane talks to itself.
 #include <algorithm>
 #include <atomic>
@@ -40,10 +40,8 @@ struct options {
   bench::resources res = bench::resources::dedicated;
   long iters = 100000;
   std::vector<size_t> sizes;
-  // Weft only: where arriving active messages land. malloc: a buffer the program frees with
-  // std::free (the default API); packet: a packet of the pool, handed back with put_upacket
-  // (what MPI's ring of pre-posted receives does with its own buffers).
-  bool am_packets = false;
+  // Weft only: where arriving active messages land (lanes.hpp).
+  bench::delivery am_delivery = bench::delivery::malloc_buf;
   // bw: transfers in flight per round; 0 keeps at most 16 MiB in flight (16 up to 1 MiB).
   size_t window = 0;
   // Weft only: a lane with nothing to do sleeps in progress_x().block_us(block_us) instead
@@ -178,9 +176,12 @@ options parse(int argc, char** argv) {
       o.mode = next();
     else if (a == "--threads")
       o.threads = atoi(next().c_str());
-    else if (a == "--am-buffer")
-      o.am_packets = next() == "packet";
-    else if (a == "--window")
+    else if (a == "--am-buffer") {
+      std::string d = next();
+      o.am_delivery = d == "packet"     ? bench::delivery::packet
+                      : d == "in_place" ? bench::delivery::in_place
+                                        : bench::delivery::malloc_buf;
+    } else if (a == "--window")
       o.window = size_t(atol(next().c_str()));
     else if (a == "--block-us")
       o.block_us = uint32_t(atol(next().c_str()));
@@ -210,7 +211,7 @@ options parse(int argc, char** argv) {
 int main(int argc, char** argv) {
   options o = parse(argc, argv);
   world_t w;
-  w.init(o.threads, o.res, o.am_packets);
+  w.init(o.threads, o.res, o.am_delivery);
   w.block_us = o.block_us;
   const bool loopback = w.n == 1;
   const bool initiator = w.me == 0;
@@ -230,12 +231,8 @@ int main(int argc, char** argv) {
     printf(
         "RESULT system=%s api=%s mode=%s threads=%d resources=%s workload=%s size=%zu value=%.6g "
         "unit=%s%s\n",
-        system_name,
-        !am            ? "sr"
-        : o.am_packets ? "am_packet"
-                       : "am",
-        mode_name, o.threads, bench::resources_name(o.res), workload, size, value, unit,
-        extra.c_str());
+        system_name, am ? bench::delivery_api(o.am_delivery) : "sr", mode_name, o.threads,
+        bench::resources_name(o.res), workload, size, value, unit, extra.c_str());
     fflush(stdout);
   };
 

@@ -4,7 +4,8 @@
 # lengths; the difference divided by the extra messages removes start-up and shutdown.
 #   loopback: one process sending to itself (Weft, MPICH): the library's own path.
 #   process:  two processes, both counted and summed (Weft, MPICH, Open MPI, UCX's
-#             ucp_am_bw). This includes what each side spends polling while it waits,
+#             ucp_am_bw; Weft also with its messages lent in place to a handler, api
+#             am_in_place). This includes what each side spends polling while it waits,
 #             which depends on how fast the other side is: read it as the cost of the
 #             whole exchange, not of the path alone.
 # Prints RESULT lines.
@@ -26,8 +27,8 @@ count() {  # command... : instructions of the whole run
   "$@" >"$tmp/out" 2>"$tmp/log" || { cat "$tmp/log" "$tmp/out" >&2; exit 1; }
   total
 }
-result() {  # system mode value
-  echo "RESULT system=$1 api=am mode=$2 threads=1 resources=dedicated workload=instructions size=8 value=$3 unit=instr/msg"
+result() {  # system mode value [api]
+  echo "RESULT system=$1 api=${4:-am} mode=$2 threads=1 resources=dedicated workload=instructions size=8 value=$3 unit=instr/msg"
 }
 short=32000 long=96000
 # bench_main's rate workload sends an untimed warm-up of a tenth as many first.
@@ -53,6 +54,12 @@ for sys in weft mpich openmpi; do
   b=$(count $(two $sys) rate --mode am --iters $long)
   result "$sys" process $(( (b - a) / extra ))
 done
+# Weft's active messages lent in place to a handler: what ucp_am_bw's callback gets.
+if [ -x "$build/bench/bench_weft" ]; then
+  a=$(count $(two weft) rate --mode am --am-buffer in_place --iters $short)
+  b=$(count $(two weft) rate --mode am --am-buffer in_place --iters $long)
+  result weft process $(( (b - a) / extra )) am_in_place
+fi
 if command -v ucx_perftest >/dev/null; then
   ucx() {  # iterations: server and client of ucp_am_bw at 8 bytes, both under callgrind
     local port=$((20000 + RANDOM % 30000))

@@ -25,7 +25,7 @@ struct mpi_world {
   std::pair<uint64_t, uint64_t> ahead_sends() const { return {0, 0}; }
   uint32_t block_us = 0;  // Weft only
 
-  void init(int lanes, resources r, bool /*am_packets: Weft only*/) {
+  void init(int lanes, resources r, delivery /*Weft only*/) {
     int provided = 0;
     int argc = 0;
     char** argv = nullptr;

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -26,14 +27,18 @@ struct weft_world {
   // hand-over a false-sharing miss for the other lanes: 8-9 M/s flat from 2 to 8 threads).
   struct alignas(64) slot {
     std::atomic<long> count{0};
+    uint64_t sum = 0;  // in_place: the bytes the handler read, so that it reads them
   };
   std::unique_ptr<slot[]> mailbox;
 
+  delivery how = delivery::malloc_buf;
   bool packets = false;   // active messages arrive in packets (put_upacket) instead of malloc
   uint32_t block_us = 0;  // idle lanes sleep in blocking progress (bench --block-us)
+  weft::comp_t handler;   // in_place: counts each lane's arrivals in its mailbox
 
-  void init(int lanes, resources r, bool am_packets) {
-    packets = am_packets;
+  void init(int lanes, resources r, delivery d) {
+    how = d;
+    packets = d == delivery::packet;
     weft::g_runtime_init();
     me = weft::get_rank_me();
     n = weft::get_rank_n();
@@ -44,14 +49,31 @@ struct weft_world {
       // Collective and ordered: lane t's device and queue pair with the peer's lane t.
       devices.push_back(r == resources::dedicated ? weft::alloc_device()
                                                   : weft::get_default_device());
-      if (r != resources::shared_cq || t == 0) {
+      if (d == delivery::in_place) {
+        if (t == 0) handler = weft::alloc_handler([this](weft::status_t s) { arrived(s); });
+        cqs.push_back(weft::alloc_cq());  // send/receive lanes still use one
+        rcomps.push_back(weft::register_rcomp_x(handler).in_place(true)());
+      } else if (r != resources::shared_cq || t == 0) {
         cqs.push_back(weft::alloc_cq());
-        rcomps.push_back(weft::register_rcomp_x(cqs.back()).packet_delivery(am_packets)());
+        rcomps.push_back(weft::register_rcomp_x(cqs.back()).packet_delivery(packets)());
       } else {
         cqs.push_back(cqs[0]);
         rcomps.push_back(rcomps[0]);
       }
     }
+  }
+  // The in_place handler: reads the message where it arrived and counts it for its lane
+  // (the tag). A dedicated lane's device is progressed by its own thread only, so its
+  // count has one writer; shared devices may run it on any lane's thread.
+  void arrived(const weft::status_t& s) {
+    slot& m = mailbox[s.tag];
+    uint64_t v = 0;
+    memcpy(&v, s.buf, s.size < sizeof(v) ? s.size : sizeof(v));
+    m.sum += v;
+    if (res == resources::dedicated)
+      m.count.store(m.count.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+    else
+      m.count.fetch_add(1, std::memory_order_release);
   }
   void barrier() { weft::barrier(); }
   // Bytes the devices moved by each shared-memory large-transfer mechanism so far
@@ -78,8 +100,10 @@ struct weft_world {
     weft::barrier();
     for (int t = 0; t < nlanes; ++t) {
       if (res == resources::dedicated) weft::free_device(&devices[size_t(t)]);
-      if (res != resources::shared_cq || t == 0) weft::free_comp(&cqs[size_t(t)]);
+      if (res != resources::shared_cq || t == 0 || how == delivery::in_place)
+        weft::free_comp(&cqs[size_t(t)]);
     }
+    if (how == delivery::in_place) weft::free_comp(&handler);
     weft::g_runtime_fina();
   }
 };
@@ -106,6 +130,12 @@ class weft_lane {
   }
 
   void am_wait() {
+    if (w_.how == delivery::in_place) {  // the handler counted it during progress
+      const std::atomic<long>& mine = w_.mailbox[size_t(lane_)].count;
+      while (mine.load(std::memory_order_acquire) <= consumed_) idle();
+      ++consumed_;
+      return;
+    }
     if (w_.res == resources::shared_cq) {
       std::atomic<long>& mine = w_.mailbox[size_t(lane_)].count;
       while (mine.load(std::memory_order_acquire) <= consumed_) {

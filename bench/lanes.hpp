@@ -27,6 +27,21 @@ inline const char* resources_name(resources r) {
   return "?";
 }
 
+// Weft only: where arriving active messages land. malloc: a buffer the program frees with
+// std::free (the default API); packet: a packet of the pool, handed back with put_upacket
+// (what MPI's ring of pre-posted receives does with its own buffers); in_place: lent to a
+// handler where it arrived (what UCX's active-message callback gets).
+enum class delivery { malloc_buf, packet, in_place };
+
+inline const char* delivery_api(delivery d) {
+  switch (d) {
+    case delivery::malloc_buf: return "am";
+    case delivery::packet: return "am_packet";
+    case delivery::in_place: return "am_in_place";
+  }
+  return "?";
+}
+
 inline constexpr int ack_tag = 1 << 20;
 
 // Set when the run has more busy threads on this host than cores.

@@ -139,8 +139,8 @@ class Round:
     def resource(self, name, t):
         return self.get("weft", "resource", "threads", t, name, "resource", 0)
 
-    def instr(self, s, mode="loopback"):
-        return self.get(s, "am", mode, 1, "dedicated", "instructions")
+    def instr(self, s, mode="loopback", api="am"):
+        return self.get(s, api, mode, 1, "dedicated", "instructions")
 
 
 def ratio_rows(threads):
@@ -154,6 +154,8 @@ def ratio_rows(threads):
         ("8 B message rate (AM, malloc'd buffers), Weft / best peer", ">= 1.5", lambda r: (r.rate("weft"), r.peer_rate(), "M/s")),
         ("8 B message rate (AM, packet delivery), Weft / best peer", ">= 1.5",
          lambda r: (r.rate("weft", "am_packet"), r.peer_rate(), "M/s")),
+        ("8 B message rate (AM, lent in place to a handler), Weft / best peer", ">= 1.5",
+         lambda r: (r.rate("weft", "am_in_place"), r.peer_rate(), "M/s")),
         ("8 B message rate (AM), Weft / ring probe", "report", lambda r: (r.rate("weft"), r.probe("ring", "rate"), "M/s")),
     ]
     for size, label in ((65536, "64 KiB"), (4194304, "4 MiB")):
@@ -186,6 +188,8 @@ def ratio_rows(threads):
          lambda r: (r.instr("weft"), r.instr("mpich"), "instr")),
         ("instructions per 8 B AM (2 processes), Weft / best peer", "< 1",
          lambda r: (r.instr("weft", "process"), r.best([(s, "am", "process", 1, "dedicated", "instructions") for s in PEERS_MPI + ("ucx",)], low=True), "instr")),
+        ("instructions per 8 B AM (2 processes, lent in place), Weft / best peer", "< 1",
+         lambda r: (r.instr("weft", "process", "am_in_place"), r.best([(s, "am", "process", 1, "dedicated", "instructions") for s in PEERS_MPI + ("ucx",)], low=True), "instr")),
         ("machine: %d threads / 1 thread of pure arithmetic" % t2, "ceiling",
          lambda r: (r.resource("cpu_only", t2), r.resource("cpu_only", 1), "")),
     ]
@@ -568,7 +572,8 @@ WORKLOADS = (
     "latency, `tag_bw` and `ucp_am_bw` at 8 bytes for message rate, `tag_bw` for bandwidth (the same number of "
     "ping-pongs and messages, and the same bytes, as the others). Weft active messages go into a completion queue and "
     "are freed with `std::free` (api `am`), or arrive in packets of the pool returned with `put_upacket` (api "
-    "`am_packet`); MPI's active-message variant uses a ring of 128 pre-posted receives. `put_notify` is "
+    "`am_packet`), or are lent where they arrived to a handler that reads and counts them (api `am_in_place`, "
+    "`register_rcomp_x(h).in_place(true)`: what `ucp_am_bw`'s callback gets); MPI's active-message variant uses a ring of 128 pre-posted receives. `put_notify` is "
     "`bench_put_notify`: 8-byte puts with a notification, ping-pong. Process mode binds one rank per core for every "
     "system; thread and loopback runs are not bound. Dedicated resources: a Weft device and completion queue per "
     "thread, `MPI_Comm_dup` per thread for MPI. Shared: one Weft device, a completion queue per thread; shared_cq: one "

@@ -53,7 +53,8 @@ def configurations(quick, threads):
     for test, size, api, workload in peers.UCX_TESTS:
         cfgs.append(dict(kind="ucx", system="ucx", test=test, size=size, api=api, workload=workload,
                          iters=peers.ucx_iters(workload, size, lat_it, rate_it, bw_bytes)))
-    cfgs.append(bench("weft", 2, True, ["rate", "--mode", "am", "--am-buffer", "packet", "--iters", str(rate_it)]))
+    for how in ("packet", "in_place"):
+        cfgs.append(bench("weft", 2, True, ["rate", "--mode", "am", "--am-buffer", how, "--iters", str(rate_it)]))
     cfgs.append(dict(kind="bench", system="weft", n=2, bind=True, bin="bench_put_notify",
                      args=["--sizes", "8", "--iters", str(lat_it)]))
     # Thread mode across processes: 2 ranks x t threads, not bound.

@@ -106,6 +106,7 @@ struct rcomp_args {
   comp_t comp;
   runtime_t runtime;
   bool packet_delivery = false;
+  bool in_place = false;
   std::optional<allocator_t> allocator;
 };
 WEFT_API rcomp_t register_rcomp_impl(const rcomp_args& a);
@@ -205,6 +206,10 @@ class register_rcomp_x {
   // Deliver active messages that fit in a packet in a packet (return it with put_upacket)
   // instead of a malloc'd buffer: no allocation on the receive path.
   WEFT_OFF_ARG(bool, packet_delivery)
+  // Lend each arriving active message to the handler (comp from alloc_handler) where it
+  // arrived: status.buf is valid until the handler returns and stays Weft's (not freed by
+  // the program). No allocation, copy or queue on the receive path.
+  WEFT_OFF_ARG(bool, in_place)
   // The allocator of this handle's arriving messages (default: the runtime's, set_allocator).
   WEFT_OFF_ARG(allocator_t, allocator)
   rcomp_t operator()() const { return detail::register_rcomp_impl(a_); }

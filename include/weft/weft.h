@@ -288,8 +288,13 @@ WEFT_C_API int weft_alloc_custom_comp(const weft_comp_ops_t* ops, weft_comp_t* c
 WEFT_C_API int weft_free_comp(weft_comp_t* comp);
 /* Collective and ordered: the same sequence on every rank gives the same handles. */
 WEFT_C_API int weft_register_rcomp(weft_comp_t comp, weft_rcomp_t* rcomp);
-/* packet_delivery: deliver active messages that fit in a packet in one (put_upacket it). */
-WEFT_C_API int weft_register_rcomp_x(weft_comp_t comp, weft_runtime_t runtime, int packet_delivery,
+/* delivery: where arriving active messages reach the program. */
+#define WEFT_DELIVERY_MALLOC 0 /* a malloc'd buffer (or the allocator's), the program's to free */
+#define WEFT_DELIVERY_PACKET 1 /* a packet when the message fits in one (put_upacket it) */
+#define WEFT_DELIVERY_IN_PLACE                               \
+  2 /* lent to a handler where it arrived, until the handler \
+       returns (comp from weft_alloc_handler; not freed) */
+WEFT_C_API int weft_register_rcomp_x(weft_comp_t comp, weft_runtime_t runtime, int delivery,
                                      weft_rcomp_t* rcomp);
 /* Where arriving active messages' buffers come from (docs/api.md, "For runtime authors"):
    allocate returns size bytes or NULL; deallocate takes back a buffer Weft could not
@@ -305,8 +310,8 @@ typedef struct {
 WEFT_C_API int weft_set_allocator(weft_runtime_t runtime, const weft_allocator_t* allocator);
 /* weft_register_rcomp_x with the allocator of this handle's arriving messages (NULL: the
    runtime's). */
-WEFT_C_API int weft_register_rcomp_allocator(weft_comp_t comp, weft_runtime_t runtime,
-                                             int packet_delivery, const weft_allocator_t* allocator,
+WEFT_C_API int weft_register_rcomp_allocator(weft_comp_t comp, weft_runtime_t runtime, int delivery,
+                                             const weft_allocator_t* allocator,
                                              weft_rcomp_t* rcomp);
 /* Withdraws a remote completion handle; messages naming it later are refused. Either order
    works: weft_free_comp releases every handle to the object, and deregistering a handle

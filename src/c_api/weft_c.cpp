@@ -437,20 +437,28 @@ static allocator_t allocator_of(const weft_allocator_t* a) {
 int weft_set_allocator(weft_runtime_t runtime, const weft_allocator_t* allocator) {
   return guard([&] { set_allocator(allocator_of(allocator), rt(runtime)); });
 }
-int weft_register_rcomp_allocator(weft_comp_t comp, weft_runtime_t runtime, int packet_delivery,
+// register_rcomp_x with a C delivery mode (WEFT_DELIVERY_*).
+static register_rcomp_x rcomp_x(weft_comp_t comp, weft_runtime_t runtime, int delivery) {
+  if (delivery < WEFT_DELIVERY_MALLOC || delivery > WEFT_DELIVERY_IN_PLACE)
+    util::fail("register_rcomp", "delivery", std::to_string(delivery),
+               "WEFT_DELIVERY_MALLOC, WEFT_DELIVERY_PACKET or WEFT_DELIVERY_IN_PLACE");
+  return register_rcomp_x(cmp(comp))
+      .runtime(rt(runtime))
+      .packet_delivery(delivery == WEFT_DELIVERY_PACKET)
+      .in_place(delivery == WEFT_DELIVERY_IN_PLACE);
+}
+int weft_register_rcomp_allocator(weft_comp_t comp, weft_runtime_t runtime, int delivery,
                                   const weft_allocator_t* allocator, weft_rcomp_t* rcomp) {
   return guard([&] {
-    auto x = register_rcomp_x(cmp(comp)).runtime(rt(runtime)).packet_delivery(packet_delivery != 0);
+    auto x = rcomp_x(comp, runtime, delivery);
     if (allocator) x.allocator(allocator_of(allocator));
     *need(rcomp, "register_rcomp", "rcomp") = x();
   });
 }
-int weft_register_rcomp_x(weft_comp_t comp, weft_runtime_t runtime, int packet_delivery,
+int weft_register_rcomp_x(weft_comp_t comp, weft_runtime_t runtime, int delivery,
                           weft_rcomp_t* rcomp) {
-  return guard([&] {
-    *need(rcomp, "register_rcomp", "rcomp") =
-        register_rcomp_x(cmp(comp)).runtime(rt(runtime)).packet_delivery(packet_delivery != 0)();
-  });
+  return guard(
+      [&] { *need(rcomp, "register_rcomp", "rcomp") = rcomp_x(comp, runtime, delivery)(); });
 }
 int weft_deregister_rcomp(weft_rcomp_t rcomp, weft_runtime_t runtime) {
   return guard([&] { deregister_rcomp(rcomp, rt(runtime)); });

@@ -237,8 +237,16 @@ rcomp_t register_rcomp_impl(const rcomp_args& a) {
   if (a.allocator && !a.allocator->allocate != !a.allocator->deallocate)
     util::fail("register_rcomp", "allocator", "half set",
                "give both allocate and deallocate, or neither (malloc and free)");
+  // Lent buffers go back when the completion returns: only a handler returns at once.
+  if (a.in_place && c->kind != comp_kind::handler)
+    util::fail("register_rcomp", "in_place", "true",
+               "messages are lent only to a handler (alloc_handler), which returns before the "
+               "buffer is reused; this comp keeps statuses for later");
+  if (a.in_place && a.packet_delivery)
+    util::fail("register_rcomp", "packet_delivery", "true",
+               "in_place lends the message where it arrived: no packet to deliver it in");
   return resolve_runtime(a.runtime, "register_rcomp")
-      ->register_rcomp(c, a.packet_delivery, a.allocator ? &*a.allocator : nullptr);
+      ->register_rcomp(c, a.packet_delivery, a.in_place, a.allocator ? &*a.allocator : nullptr);
 }
 
 void* get_upacket_impl(const upacket_args& a) {

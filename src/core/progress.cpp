@@ -199,6 +199,13 @@ bool device_impl::deliver_am(int rank, const wire_header& h, const char* data, s
     counters.add_two(counter_t::received_eager, counter_t::bytes_received, size);
     return true;
   }
+  // Lent where it arrived, for the handler's call (register_rcomp made sure of the kind).
+  if (e->in_place) {
+    s.buf = const_cast<char*>(data);
+    static_cast<handler_impl*>(c)->signal(s);
+    counters.add_two(counter_t::received_eager, counter_t::bytes_received, size);
+    return true;
+  }
   void* buf = nullptr;
   const bool packet = e->packet_delivery && size <= pool->packet_size();
   if (packet) buf = pool->get();
@@ -450,8 +457,11 @@ void device_impl::finish_request(request* q, errorcode_t code) {
   }
   comp_impl* c = q->comp;
   bool counted = q->counted;
+  // A rendezvous active message lent to its handler: the buffer is Weft's again after it.
+  const rcomp_entry* lent = q->am_receive() && q->am_target->in_place ? q->am_target : nullptr;
   q->dev->slab.free(q);
   complete(c, st, counted);
+  if (lent && st.buf) lent->deallocate(st.buf);
 }
 
 // Peers that died (or, on the network, were silent too long or expelled this rank), what a

@@ -310,10 +310,11 @@ void runtime_impl::free_engine(matching_engine_impl* e) {
   delete e;
 }
 
-rcomp_t runtime_impl::register_rcomp(comp_impl* c, bool packet_delivery, const allocator_t* alloc) {
+rcomp_t runtime_impl::register_rcomp(comp_impl* c, bool packet_delivery, bool in_place,
+                                     const allocator_t* alloc) {
   std::lock_guard<std::mutex> g(lock_);
-  rcomp_storage_.push_back(
-      std::make_unique<rcomp_entry>(rcomp_entry{c, packet_delivery, alloc ? *alloc : allocator}));
+  rcomp_storage_.push_back(std::make_unique<rcomp_entry>(
+      rcomp_entry{c, packet_delivery, in_place, alloc ? *alloc : allocator}));
   return rcomp_t(rcomps_.push_back(rcomp_storage_.back().get()));
 }
 

@@ -42,6 +42,7 @@ struct mr_impl {
 struct rcomp_entry {
   comp_impl* comp;
   bool packet_delivery;
+  bool in_place;      // lent to a handler until it returns (register_rcomp_x().in_place)
   allocator_t alloc;  // of arriving messages' buffers; empty: malloc
   // A buffer for an arriving message of `size` bytes (nullptr: none now), and its return.
   void* allocate(size_t size) const {
@@ -79,7 +80,8 @@ class runtime_impl {
   matching_engine_impl* alloc_engine(size_t nbuckets, make_key_fn_t fn);
   void free_engine(matching_engine_impl* e);
 
-  rcomp_t register_rcomp(comp_impl* c, bool packet_delivery, const allocator_t* alloc);
+  rcomp_t register_rcomp(comp_impl* c, bool packet_delivery, bool in_place,
+                         const allocator_t* alloc);
   allocator_t allocator;  // set_allocator: for registrations without their own (under lock_)
   std::mutex& registry_lock() { return lock_; }
   void deregister_rcomp(rcomp_t r);

@@ -94,6 +94,15 @@ static void on_signal(weft_status_t s, void* arg) {
   handler_last = s;
 }
 
+/* An active message lent in place: its bytes are read during the call, never freed. */
+static int lent_calls = 0;
+static char lent_bytes[16];
+static void on_lent(weft_status_t s, void* arg) {
+  (void)arg;
+  ++lent_calls;
+  if (s.size <= sizeof(lent_bytes)) memcpy(lent_bytes, s.buf, s.size);
+}
+
 static weft_status_t node_done(void* value) {
   weft_status_t s;
   memset(&s, 0, sizeof(s));
@@ -225,7 +234,13 @@ int main(void) {
   OK(weft_register_rcomp(cq, &rc));
   weft_comp_t pcq;
   OK(weft_alloc_cq(&pcq));
-  OK(weft_register_rcomp_x(pcq, NULL, 1, &rc_packets));
+  OK(weft_register_rcomp_x(pcq, NULL, WEFT_DELIVERY_PACKET, &rc_packets));
+  weft_comp_t lent;
+  weft_rcomp_t rc_lent, rc_bad;
+  OK(weft_alloc_handler(on_lent, NULL, &lent));
+  OK(weft_register_rcomp_x(lent, NULL, WEFT_DELIVERY_IN_PLACE, &rc_lent));
+  REFUSED(weft_register_rcomp_x(pcq, NULL, WEFT_DELIVERY_IN_PLACE, &rc_bad), "in_place");
+  REFUSED(weft_register_rcomp_x(pcq, NULL, 7, &rc_bad), "delivery");
 
   /* comp_signal, cq_size, sync with two signals, handler. */
   weft_status_t s, two[2];
@@ -293,6 +308,15 @@ int main(void) {
   got = wait_cq(pcq);
   CHECK(got.size == 8 && strcmp((char*)got.buf, "packet!") == 0);
   OK(weft_put_upacket(got.buf));
+  char lent_out[] = "in place";
+  OK(weft_post_am(to, lent_out, sizeof(lent_out), NULL, rc_lent, &s));
+  CHECK(!WEFT_IS_ERROR(s.errorcode));
+  double tl = now();
+  while (lent_calls == 0) {
+    weft_progress();
+    deadline_check(tl, "an active message lent in place");
+  }
+  CHECK(lent_calls == 1 && strcmp(lent_bytes, "in place") == 0);
 
   /* Buffer lists: two pieces sent, received into three. */
   char a1[5] = "abcd", a2[7] = "efghij", b1[3], b2[4], b3[10];
@@ -461,6 +485,7 @@ int main(void) {
   OK(weft_deregister_memory(&mr));
   CHECK(mr == NULL);
   OK(weft_deregister_rcomp(rc_packets, NULL));
+  OK(weft_free_comp(&lent));
   /* Either freeing order: a handle released by freeing its object deregisters as a no-op. */
   {
     weft_comp_t q = NULL;

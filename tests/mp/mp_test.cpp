@@ -4,6 +4,9 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdlib>
+#include <iterator>
 #include <map>
 #include <thread>
 #include <vector>
@@ -446,6 +449,76 @@ int scenario_packets() {
   return finish("packets");
 }
 
+// Active messages lent to a handler where they arrived (register_rcomp_x().in_place):
+// every size, eager and rendezvous, arrives whole with its tag and source; the rendezvous
+// ones land in the allocator's buffers, which Weft releases once the handler returns, and
+// the eager ones take none.
+int scenario_in_place() {
+  const int me = weft::get_rank_me(), n = weft::get_rank_n();
+  const int to = (me + 1) % n, from = (me - 1 + n) % n;
+  struct counting {
+    std::vector<void*> live;
+    int allocated = 0, released = 0;
+  } bufs;
+  weft::allocator_t alloc{[](size_t size, void* ctx) {
+                            auto* c = static_cast<counting*>(ctx);
+                            ++c->allocated;
+                            c->live.push_back(std::malloc(size ? size : 1));
+                            return c->live.back();
+                          },
+                          [](void* p, void* ctx) {
+                            auto* c = static_cast<counting*>(ctx);
+                            auto it = std::find(c->live.begin(), c->live.end(), p);
+                            if (it != c->live.end()) c->live.erase(it);
+                            ++c->released;
+                            std::free(p);
+                          },
+                          &bufs};
+  const size_t sizes[] = {0, 8, 100, 1000, 4000, 70000, 300000};
+  const int rounds = 5, total = rounds * int(std::size(sizes));
+  int got = 0, wrong = 0, lent_from_allocator = 0;
+  weft::comp_t h = weft::alloc_handler([&](weft::status_t st) {
+    ++got;
+    const bool big = st.size >= 70000;  // over every backend's eager limit
+    if (!st.error.is_done() || st.rank != from || (st.size && !st.buf) ||
+        (st.size && verify(st.buf, st.size, st.tag) != SIZE_MAX) ||
+        st.size != sizes[st.tag % std::size(sizes)])
+      ++wrong;
+    const bool ours = std::find(bufs.live.begin(), bufs.live.end(), st.buf) != bufs.live.end();
+    if (ours) ++lent_from_allocator;
+    if (ours != big) ++wrong;
+  });
+  weft::rcomp_t rc = weft::register_rcomp_x(h).in_place(true).allocator(alloc)();
+  weft::comp_t sent = weft::alloc_cq();
+  weft::barrier();
+  std::vector<char> buf(300000);
+  for (int i = 0; i < total; ++i) {
+    const size_t sz = sizes[size_t(i) % std::size(sizes)];
+    fill(buf.data(), sz, size_t(i));
+    weft::status_t s = post_until(
+        [&] { return weft::post_am_x(to, buf.data(), sz, sent, rc).tag(weft::tag_t(i))(); });
+    CHECK(!s.error.is_error());
+    if (s.error.is_posted()) {  // the buffer is refilled next: wait for this one to leave
+      CHECK(wait_cq(sent).error.is_done());
+    }
+  }
+  deadline d;
+  while (got < total) {
+    weft::progress();
+    d.check("the lent active messages");
+  }
+  CHECK_EQ(got, total);
+  CHECK_EQ(wrong, 0);
+  CHECK_EQ(lent_from_allocator, rounds * 2);
+  CHECK_EQ(bufs.allocated, rounds * 2);
+  CHECK_EQ(bufs.released, bufs.allocated);  // back once each handler returned
+  CHECK(bufs.live.empty());
+  weft::barrier();
+  weft::free_comp(&sent);
+  weft::free_comp(&h);
+  return finish("in_place");
+}
+
 // Two runtimes alive at once, each with its own resources and traffic.
 int scenario_runtimes() {
   const int me = weft::get_rank_me(), n = weft::get_rank_n();
@@ -762,6 +835,7 @@ int main(int argc, char** argv) {
       {"barrier", scenario_barrier},
       {"last_words", scenario_last_words},
       {"packets", scenario_packets},
+      {"in_place", scenario_in_place},
       {"runtimes", scenario_runtimes},
       {"errors", scenario_errors},
       {"big", scenario_big},

@@ -854,6 +854,38 @@ TEST_F(Api, ActiveMessageBuffersComeFromTheAllocator) {
   weft::free_comp(&sent);
 }
 
+// Active messages lent in place go only to a handler, never in a packet; a handler lent
+// one reads it during the call, in every protocol (eager and rendezvous, loopback).
+TEST_F(Api, InPlaceDeliveryLendsToAHandler) {
+  weft::comp_t cq = weft::alloc_cq();
+  EXPECT_EQ(refused_argument([&] { weft::register_rcomp_x(cq).in_place(true)(); }), "in_place");
+  std::vector<std::pair<size_t, char>> seen;
+  weft::comp_t h = weft::alloc_handler([&](weft::status_t s) {
+    seen.emplace_back(s.size, s.size ? static_cast<char*>(s.buf)[s.size - 1] : 0);
+  });
+  EXPECT_EQ(
+      refused_argument([&] { weft::register_rcomp_x(h).in_place(true).packet_delivery(true)(); }),
+      "packet_delivery");
+  weft::rcomp_t rc = weft::register_rcomp_x(h).in_place(true)();
+  std::vector<char> big(100000, 'p');
+  weft::comp_t sent = weft::alloc_cq();
+  int pending = 0;
+  for (size_t n : {size_t(8), size_t(1000), big.size()}) {
+    weft::status_t s = weft::post_am(0, big.data(), n, sent, rc);
+    ASSERT_FALSE(s.error.is_retry());
+    pending += s.error.is_posted();
+  }
+  for (int i = 0; i < 100000 && (seen.size() < 3 || pending); ++i) {
+    weft::progress();
+    if (weft::cq_pop(sent).error.is_done()) --pending;
+  }
+  ASSERT_EQ(seen.size(), 3u);
+  for (auto [size, last] : seen) EXPECT_EQ(last, 'p') << size;
+  weft::free_comp(&sent);
+  weft::free_comp(&h);
+  weft::free_comp(&cq);
+}
+
 namespace {
 // A runtime's own completion type: refuses its first signals (as a full structure of its
 // own would), then records each value once.
