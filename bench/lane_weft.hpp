@@ -27,7 +27,6 @@ struct weft_world {
   // hand-over a false-sharing miss for the other lanes: 8-9 M/s flat from 2 to 8 threads).
   struct alignas(64) slot {
     std::atomic<long> count{0};
-    uint64_t sum = 0;  // in_place: the bytes the handler read, so that it reads them
   };
   std::unique_ptr<slot[]> mailbox;
 
@@ -66,10 +65,11 @@ struct weft_world {
   // (the tag). A dedicated lane's device is progressed by its own thread only, so its
   // count has one writer; shared devices may run it on any lane's thread.
   void arrived(const weft::status_t& s) {
+    static thread_local uint64_t sum;  // what it read, so that it reads it
     slot& m = mailbox[s.tag];
     uint64_t v = 0;
     memcpy(&v, s.buf, s.size < sizeof(v) ? s.size : sizeof(v));
-    m.sum += v;
+    sum += v;
     if (res == resources::dedicated)
       m.count.store(m.count.load(std::memory_order_relaxed) + 1, std::memory_order_release);
     else
