@@ -15,6 +15,7 @@
 #include "bootstrap/bootstrap.hpp"
 #include "util/fail.hpp"
 #include "util/log.hpp"
+#include "util/prefetch.hpp"
 #include "util/small_copy.hpp"
 #include "util/thread_index.hpp"
 #include "util/ticks.hpp"
@@ -39,6 +40,12 @@ bool shm_device::publish(peer& p, const lane& ln, uint8_t kind, const void* a, s
       pos = ln.tail->value.load(std::memory_order_relaxed);
     }
   }
+  // The cell two ahead, for the message after next: unless the lane is nearly full the
+  // consumer released it long ago, and its line crosses from that core while this cell
+  // and the next are written instead of stalling that claim (8-byte active messages lent
+  // in place, 1M-message runs in interleaved pairs: median 8.0 -> 11.0 M/s, 9 pairs of 10
+  // up; a flag probe of 0.12 us, one cross-core transfer). Only a hint: nothing reads it.
+  util::prefetch_for_write(ln.cell(pos + 2, mask_));
   // Whose claim this is, first: if this process dies before it publishes, the consumer's
   // repair() can tell the cell from one a live sender is still filling.
   c->src = uint16_t(ctx_.boot().rank());
