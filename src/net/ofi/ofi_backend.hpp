@@ -19,6 +19,8 @@
 // reports the source address (FI_SOURCE), and carrying the job's cookie: the endpoint's
 // address is public, and a process of another job that sends to it by mistake (a stale
 // address) is refused before anything it says is read.
+// Files: context.cpp (the provider and domain), ofi_backend.cpp (a device's endpoint, its
+// peers' liveness), sending.cpp, receiving.cpp, remote_keys.cpp, note_slots.cpp, closing.cpp.
 #pragma once
 
 #include <rdma/fabric.h>
@@ -43,6 +45,11 @@
 #include "util/unguessable.hpp"
 
 namespace weft::net::ofi {
+
+// The name the backend's errors carry.
+inline constexpr const char* call = "ofi backend";
+// Fails with libfabric's reason when a provider call returned non-zero (ofi_backend.cpp).
+void check(ssize_t rc, const char* what);
 
 class ofi_context;
 

@@ -39,6 +39,14 @@
 
 namespace weft::net::ucx {
 
+// Request parameters whose completion callback gets `user_data`.
+inline ucp_request_param_t with_callback(void* user_data) {
+  ucp_request_param_t rp{};
+  rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  rp.user_data = user_data;
+  return rp;
+}
+
 class ucx_context;
 
 // What travels in UCP's active-message header; messages send only the first 16 bytes. The
