@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <iterator>
 #include <map>
@@ -449,6 +450,46 @@ int scenario_packets() {
   return finish("packets");
 }
 
+// Two threads sending and progressing one shared device: the handler runs on whichever
+// thread's progress delivered a message, and each arrives whole, once.
+void in_place_threads(int from, int to) {
+  constexpr int nthreads = 2, msgs = 500;  // and one rendezvous message each
+  std::atomic<int> arrived{0}, wrong{0};
+  weft::comp_t h = weft::alloc_handler([&](weft::status_t st) {
+    if (!st.error.is_done() || st.rank != from || verify(st.buf, st.size, st.tag) != SIZE_MAX)
+      wrong.fetch_add(1);
+    arrived.fetch_add(1);
+  });
+  weft::rcomp_t rc = weft::register_rcomp_x(h).in_place(true)();
+  weft::barrier();
+  auto worker = [&](int t) {
+    weft::comp_t sent = weft::alloc_cq();
+    std::vector<char> buf(20000);
+    for (int i = 0; i <= msgs; ++i) {
+      const size_t sz = i == msgs ? buf.size() : size_t(8 + i % 200);
+      const weft::tag_t tag = weft::tag_t(t * 10000 + i);
+      fill(buf.data(), sz, tag);
+      weft::status_t s =
+          post_until([&] { return weft::post_am_x(to, buf.data(), sz, sent, rc).tag(tag)(); });
+      if (s.error.is_posted()) s = wait_cq(sent);  // the buffer is refilled next
+      if (!s.error.is_done()) wrong.fetch_add(1);
+    }
+    deadline d;
+    while (arrived.load() < nthreads * (msgs + 1)) {
+      weft::progress();
+      d.check("the threads' lent active messages");
+    }
+    weft::free_comp(&sent);
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < nthreads; ++t) threads.emplace_back(worker, t);
+  for (std::thread& th : threads) th.join();
+  CHECK_EQ(arrived.load(), nthreads * (msgs + 1));
+  CHECK_EQ(wrong.load(), 0);
+  weft::barrier();
+  weft::free_comp(&h);
+}
+
 // Active messages lent to a handler where they arrived (register_rcomp_x().in_place):
 // every size, eager and rendezvous, arrives whole with its tag and source; the rendezvous
 // ones land in the allocator's buffers, which Weft releases once the handler returns, and
@@ -516,6 +557,7 @@ int scenario_in_place() {
   weft::barrier();
   weft::free_comp(&sent);
   weft::free_comp(&h);
+  in_place_threads(from, to);
   return finish("in_place");
 }
 
