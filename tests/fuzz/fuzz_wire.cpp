@@ -5,7 +5,8 @@
 // reaches on_remote_notify. A peer can send any bytes; the decoder must refuse what is
 // malformed without crashing, reading out of bounds or leaking. Input: the first byte picks
 // the entry (even: message, odd: notification), the rest is the bytes. A runtime of one
-// rank (no launcher) with one remote completion queue receives them as from itself; the
+// rank (no launcher) with one remote completion queue (and a handler lent messages in
+// place, remote completion 1) receives them as from itself; the
 // queue is emptied after each input, and the runtime made anew every 1000 inputs so that
 // what accumulates (unexpected rendezvous requests) does not fill its tables for good.
 #include <cstdint>
@@ -23,13 +24,24 @@
 namespace {
 
 weft::impl::device_impl* dev = nullptr;
-weft::comp_t cq;
+weft::comp_t cq, lent;
 long inputs = 0;
+// Remote completion 1 lends active messages in place: its handler reads every byte it is
+// lent (so that a length past the message shows), but not a notification's buf, which is
+// whatever address the bytes said.
+bool lent_readable = false;
+uint64_t lent_sum = 0;
 
 void start() {
   weft::g_runtime_init();
   cq = weft::alloc_cq();
   (void)weft::register_rcomp(cq);  // remote completion 0: active messages can land
+  lent = weft::alloc_handler([](weft::status_t s) {
+    if (!lent_readable || !s.buf) return;
+    const auto* p = static_cast<const unsigned char*>(s.buf);
+    for (size_t i = 0; i < s.size; ++i) lent_sum += p[i];
+  });
+  (void)weft::register_rcomp_x(lent).in_place(true)();
   dev = weft::util::live(weft::get_default_device().p, "fuzz", "device");
 }
 
@@ -49,6 +61,7 @@ void drain(bool messages, const std::set<void*>& am = {}) {
 // still waiting for their data (which no peer will send); complete them as if it had come,
 // so that their queue and the runtime can be freed.
 void complete_rendezvous() {
+  lent_readable = true;  // their buffers are Weft's allocations
   fuzz::complete_awaited(dev);
   drain(true);
 }
@@ -83,15 +96,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   if (data[0] & 1) {
     const std::set<void*> am = fuzz::awaited(dev);
+    lent_readable = false;
     (void)dev->on_remote_notify(0, in.data(), in.size());
     drain(false, am);
   } else {
+    lent_readable = true;
     (void)dev->on_message(0, in.data(), in.size());
     drain(true);
   }
   if (++inputs % 1000 == 0) {
     complete_rendezvous();
     weft::free_comp(&cq);
+    weft::free_comp(&lent);
     weft::g_runtime_fina();
     start();
   }
