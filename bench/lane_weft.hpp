@@ -31,13 +31,11 @@ struct weft_world {
   std::unique_ptr<slot[]> mailbox;
 
   delivery how = delivery::malloc_buf;
-  bool packets = false;   // active messages arrive in packets (put_upacket) instead of malloc
   uint32_t block_us = 0;  // idle lanes sleep in blocking progress (bench --block-us)
   weft::comp_t handler;   // in_place: counts each lane's arrivals in its mailbox
 
   void init(int lanes, resources r, delivery d) {
     how = d;
-    packets = d == delivery::packet;
     weft::g_runtime_init();
     me = weft::get_rank_me();
     n = weft::get_rank_n();
@@ -54,7 +52,8 @@ struct weft_world {
         rcomps.push_back(weft::register_rcomp_x(handler).in_place(true)());
       } else if (r != resources::shared_cq || t == 0) {
         cqs.push_back(weft::alloc_cq());
-        rcomps.push_back(weft::register_rcomp_x(cqs.back()).packet_delivery(packets)());
+        rcomps.push_back(
+            weft::register_rcomp_x(cqs.back()).packet_delivery(d == delivery::packet)());
       } else {
         cqs.push_back(cqs[0]);
         rcomps.push_back(rcomps[0]);
@@ -185,7 +184,7 @@ class weft_lane {
 
  private:
   void release(void* buf) {
-    if (w_.packets)
+    if (w_.how == delivery::packet)
       weft::put_upacket(buf);
     else
       std::free(buf);

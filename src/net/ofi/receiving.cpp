@@ -110,18 +110,12 @@ bool ofi_device::received(sink& s, op* o, size_t len) {
   }
   switch (p.kind) {
     case kind_message:
-      if (may_offer(src) && s.on_message(src, body, blen)) {
+    case kind_answer:  // an answer passes the sender's held messages, as deliver_note's does
+      if ((p.kind == kind_answer || may_offer(src)) && s.on_message(src, body, blen)) {
         if (p.credited) taken_from(src);
         return true;
       }
       hold(held_msg{src, o->buffer, uint32_t(blen), p.credited != 0, {}});
-      return false;
-    case kind_answer:
-      if (s.on_message(src, body, blen)) {
-        if (p.credited) taken_from(src);
-        return true;
-      }
-      hold(held_msg{src, o->buffer, uint32_t(blen), p.credited != 0, {}});  // not expected
       return false;
     case kind_credit: {
       uint32_t n;
