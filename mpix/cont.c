@@ -16,8 +16,8 @@ typedef struct chunk {
 } chunk;
 static _Atomic(chunk*) chunks;
 static _Atomic(mpix_cont*) shared; /* pushed by many, taken whole: no ABA */
-static _Thread_local mpix_cont* cache;
-static _Thread_local int ncache;
+static MPIX_TLS mpix_cont* cache;
+static MPIX_TLS int ncache;
 
 static void push_chain(mpix_cont* first, mpix_cont* last) {
   mpix_cont* head = atomic_load(&shared);
@@ -142,8 +142,9 @@ int MPIX_Continue_init(MPI_Request* cont_req, MPI_Info info) {
   return MPI_SUCCESS;
 }
 
-int MPIX_Continueall(int count, MPI_Request* reqs, int* flag, MPIX_Continue_cb_function* cb,
-                     void* cb_data, MPI_Status* statuses, MPI_Request cont_req) {
+/* Both attach calls: MPIX_Continue reaches it directly, not through the exported symbol. */
+static int attach(int count, MPI_Request* reqs, int* flag, MPIX_Continue_cb_function* cb,
+                  void* cb_data, MPI_Status* statuses, MPI_Request cont_req) {
   mpix_cr* cr = mpix_find(cont_req);
   if (!cr || (atomic_load_explicit(&cr->state, memory_order_relaxed) & MPIX_FREED))
     return MPI_ERR_REQUEST;
@@ -193,5 +194,10 @@ int MPIX_Continueall(int count, MPI_Request* reqs, int* flag, MPIX_Continue_cb_f
 int MPIX_Continue(MPI_Request* op_request, int* flag, MPIX_Continue_cb_function* cb, void* cb_data,
                   MPI_Status* status, MPI_Request cont_req) {
   if (!op_request) return MPI_ERR_ARG;
-  return MPIX_Continueall(1, op_request, flag, cb, cb_data, status, cont_req);
+  return attach(1, op_request, flag, cb, cb_data, status, cont_req);
+}
+
+int MPIX_Continueall(int count, MPI_Request* reqs, int* flag, MPIX_Continue_cb_function* cb,
+                     void* cb_data, MPI_Status* statuses, MPI_Request cont_req) {
+  return attach(count, reqs, flag, cb, cb_data, statuses, cont_req);
 }

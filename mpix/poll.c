@@ -13,9 +13,16 @@ static mpix_map crs = MPIX_MAP_INIT; /* handle -> request */
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static mpix_cr** registry; /* for mpix_progress_others */
 static int nregistry, registry_cap;
-static _Thread_local int depth; /* > 0 inside a continuation: nothing more runs here */
+static MPIX_TLS int depth; /* > 0 inside a continuation: nothing more runs here */
+/* The request whose continuations run on this thread now (run_ready): the one a runtime's
+ * continuation attaches its next operation to, found without a lookup in the map. It
+ * cannot be released meanwhile (its tester holds it), and a free of it inside the
+ * continuation marks it MPIX_FREED, which the callers check as they do for the map's. */
+static MPIX_TLS mpix_cr* running;
 
 mpix_cr* mpix_find(MPI_Request r) {
+  mpix_cr* cr = running;
+  if (cr && cr->handle == r) return cr;
   return atomic_load_explicit(&mpix_ncr, memory_order_relaxed) ? mpix_map_get(&crs, r) : NULL;
 }
 
@@ -201,6 +208,7 @@ static int poll_ops(mpix_cr* cr) {
 static void run_ready(mpix_cr* cr, int max) {
   if (depth > 0) return; /* never inside another continuation (seed 3.1) */
   int ran = 0;
+  running = cr;
   for (; cr->head && (max < 0 || ran < max); ++ran) {
     mpix_cont* c = cr->head;
     cr->head = c->next;
@@ -210,6 +218,7 @@ static void run_ready(mpix_cr* cr, int max) {
     --depth;
     mpix_cont_put(c);
   }
+  running = NULL;
   if (ran) mpix_active_add(cr, -ran);
 }
 
