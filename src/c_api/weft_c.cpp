@@ -111,6 +111,17 @@ int post(const detail::comm_args& a, weft_status_t* status) {
   });
 }
 
+// A send or active message without options: the short path (detail::post_short_impl),
+// with its arguments in registers, on the default device.
+int post_short(int rank, weft_rcomp_t rc, void* buf, size_t size, weft_comp_t comp, uint64_t tag,
+               const char* call, weft_status_t* status) {
+  return guard([&] {
+    need(status, call, "status");
+    *status = to_c(detail::post_short_impl(device_t{}, uint32_t(rank) | uint64_t(rc) << 32, buf,
+                                           size, cmp(comp), tag));
+  });
+}
+
 int post_one_sided(weft_direction_t d, int rank, void* buf, size_t size, weft_comp_t comp,
                    uint64_t disp, weft_rmr_t rmr, const weft_comm_opts_t* o, const char* call,
                    weft_status_t* status) {
@@ -571,7 +582,7 @@ int weft_post_comm_x(weft_direction_t direction, int rank, void* buf, size_t siz
 }
 int weft_post_send(int rank, void* buf, size_t size, uint64_t tag, weft_comp_t comp,
                    weft_status_t* status) {
-  return weft_post_send_x(rank, buf, size, tag, comp, nullptr, status);
+  return post_short(rank, WEFT_RCOMP_NULL, buf, size, comp, tag, "post_send", status);
 }
 int weft_post_send_x(int rank, void* buf, size_t size, uint64_t tag, weft_comp_t comp,
                      const weft_comm_opts_t* opts, weft_status_t* status) {
@@ -592,7 +603,7 @@ int weft_post_recv_x(int rank, void* buf, size_t size, uint64_t tag, weft_comp_t
 }
 int weft_post_am(int rank, void* buf, size_t size, weft_comp_t comp, weft_rcomp_t remote_comp,
                  weft_status_t* status) {
-  return weft_post_am_x(rank, buf, size, comp, remote_comp, nullptr, status);
+  return post_short(rank, remote_comp, buf, size, comp, 0, "post_am", status);
 }
 int weft_post_am_x(int rank, void* buf, size_t size, weft_comp_t comp, weft_rcomp_t remote_comp,
                    const weft_comm_opts_t* opts, weft_status_t* status) {

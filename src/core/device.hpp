@@ -81,6 +81,11 @@ class device_impl final : public net::sink {
 
   // ---- posting (core/post.cpp) ----
   status_t post(const comm_args& a);
+  // A send (rc rcomp_null) or active message that needs nothing but one eager message
+  // (core/post_short.cpp): true once it left; false when it needs post(), which then does
+  // it or says what is wrong (nothing was sent).
+  bool post_short(int rank, rcomp_t rc, const void* buf, size_t size, const comp_impl* comp,
+                  tag_t tag);
   bool cancel(const comm_args& a);
 
   // ---- progress (core/progress.cpp) ----
@@ -168,6 +173,14 @@ class device_impl final : public net::sink {
   bool retry_work(backlog_work::rendezvous_put& r);
   // A send or active message: inline in post, its rare parts out of line.
   [[gnu::always_inline]] inline status_t post_out(const comm_args& a);
+  // One eager message to the backend, counted once it left; false: the backend is full.
+  [[gnu::always_inline]] bool send_eager(int rank, const wire_header& h, const void* buf,
+                                         size_t size) {
+    if (!net->try_send(rank, &h, sizeof(h), buf, size)) return false;
+    counters.add_two(size <= inject_limit ? counter_t::sent_inject : counter_t::sent_eager,
+                     counter_t::bytes_sent, size);
+    return true;
+  }
   [[gnu::noinline]] status_t post_large(const comm_args& a, wire_header& h);
   [[gnu::noinline]] void address_send(const comm_args& a, wire_header& h);
   [[gnu::noinline]] void return_packet(const comm_args& a);

@@ -114,10 +114,8 @@ status_t device_impl::post_out(const comm_args& a) {
   // in the backlog, so the backlog's bound applies.
   if (!a.allow_done && !a.internal && backlog_over()) [[unlikely]]
     return retry_or_backlog(a, errorcode_t::retry_backlog);
-  if (!net->try_send(a.rank, &h, sizeof(h), a.local_buffer, a.size)) [[unlikely]]
+  if (!send_eager(a.rank, h, a.local_buffer, a.size)) [[unlikely]]
     return retry_or_backlog(a, errorcode_t::retry_nomem);
-  counters.add_two(a.size <= inject_limit ? counter_t::sent_inject : counter_t::sent_eager,
-                   counter_t::bytes_sent, a.size);
   if (a.buffer_is_packet) return_packet(a);
   if (a.allow_done) [[likely]]
     return immediate(a, errorcode_t::done);

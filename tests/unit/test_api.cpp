@@ -263,6 +263,107 @@ TEST_F(Api, InjectSendCompletesImmediatelyWithData) {
   weft::free_comp(&cq);
 }
 
+// post_send_x and post_am_x with nothing but a device and a tag take the short path
+// (post_short_impl: arguments in registers); any other setter takes the general one. Both
+// deliver the same messages, count them the same, and refuse the same calls with the same
+// words: every refusal of the short path is the general path's own.
+TEST_F(Api, ShortPostsMatchTheGeneralPath) {
+  weft::comp_t cq = weft::alloc_cq();
+  weft::rcomp_t rc = weft::register_rcomp(cq);
+  weft::device_t d = weft::alloc_device();
+  const weft::device_t dflt = weft::get_default_device();
+  char msg[40] = "short or general";
+  // Progress until `done` holds, for at most ten seconds: a message that never arrives
+  // fails the test instead of hanging it.
+  auto until = [&](auto&& done) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    for (;;) {
+      if (done()) return true;
+      if (std::chrono::steady_clock::now() > end) return false;
+      weft::progress_x().device(d)();
+    }
+  };
+  const uint64_t inject0 = d.get_counter(weft::counter_t::sent_inject);
+  const uint64_t eager0 = d.get_counter(weft::counter_t::sent_eager);
+  for (int general = 0; general < 2; ++general) {
+    for (size_t n : {size_t(0), size_t(8), sizeof(msg)}) {
+      const weft::tag_t tag = (weft::tag_t(1) << 40) + n * 2 + weft::tag_t(general);
+      weft::post_am_x x(0, msg, n, weft::comp_t{}, rc);
+      x.device(d).tag(tag);
+      if (general) x.allow_retry(true);  // the default value, but a setter of the general path
+      const weft::status_t s = x();
+      ASSERT_TRUE(s.error.is_done()) << s.error.get_str();
+      EXPECT_EQ(s.rank, 0);
+      EXPECT_EQ(s.tag, tag);
+      EXPECT_EQ(s.buf, msg);
+      EXPECT_EQ(s.size, n);
+      EXPECT_EQ(s.user_context, nullptr);
+      weft::status_t r;
+      ASSERT_TRUE(until([&] { return !(r = weft::cq_pop(cq)).error.is_retry(); })) << n;
+      ASSERT_TRUE(r.error.is_done());
+      EXPECT_EQ(r.tag, tag);
+      ASSERT_EQ(r.size, n);
+      EXPECT_EQ(std::memcmp(r.buf, msg, n), 0);
+      std::free(r.buf);
+    }
+  }
+  // 0 and 8 bytes inject, 40 eager (inject_size 32), twice each; the default device none.
+  EXPECT_EQ(d.get_counter(weft::counter_t::sent_inject) - inject0, 4u);
+  EXPECT_EQ(d.get_counter(weft::counter_t::sent_eager) - eager0, 2u);
+  // A send on the default device (no device named), matched by a receive.
+  int v = 42, got = 0;
+  const uint64_t dflt0 = dflt.get_counter(weft::counter_t::sent_inject);
+  weft::status_t rv = weft::post_recv(0, &got, sizeof(got), 9, cq);
+  ASSERT_TRUE(weft::post_send_x(0, &v, sizeof(v), 9, weft::comp_t{})().error.is_done());
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!rv.error.is_done() && weft::cq_pop(cq).error.is_retry() &&
+         std::chrono::steady_clock::now() < end)
+    weft::progress();
+  EXPECT_EQ(got, 42) << "the send was not matched";
+  EXPECT_EQ(dflt.get_counter(weft::counter_t::sent_inject) - dflt0, 1u);
+  // Large: the general path's rendezvous, posted, then complete.
+  std::vector<char> big(1 << 20, 'b');
+  weft::comp_t sent = weft::alloc_sync();
+  weft::status_t bs = weft::post_am_x(0, big.data(), big.size(), sent, rc).device(d)();
+  ASSERT_TRUE(bs.error.is_posted()) << bs.error.get_str();
+  weft::status_t br;
+  ASSERT_TRUE(until([&] { return !(br = weft::cq_pop(cq)).error.is_retry(); }));
+  EXPECT_EQ(br.size, big.size());
+  std::free(br.buf);
+  ASSERT_TRUE(until([&] { return weft::sync_test(sent, nullptr); }));
+  weft::free_comp(&sent);
+  // Refusals: the same words both ways.
+  auto why = [](auto&& fn) {
+    try {
+      fn();
+    } catch (const weft::fatal_error& e) {
+      return e.call() + " " + e.argument() + ": " + e.what();
+    }
+    return std::string("accepted");
+  };
+  weft::comp_t graph = weft::alloc_graph();
+  auto both = [&](int rank, void* buf, size_t n, weft::comp_t comp, weft::rcomp_t to) {
+    const std::string shrt =
+        why([&] { (void)weft::post_am_x(rank, buf, n, comp, to).device(d)(); });
+    const std::string gen =
+        why([&] { (void)weft::post_am_x(rank, buf, n, comp, to).device(d).allow_retry(true)(); });
+    EXPECT_EQ(shrt, gen);
+    return shrt;
+  };
+  EXPECT_EQ(both(1, msg, 8, weft::comp_t{}, rc).rfind("post_am rank: ", 0), 0u);
+  EXPECT_EQ(both(-1, msg, 8, weft::comp_t{}, rc).rfind("post_am rank: ", 0), 0u);
+  EXPECT_EQ(both(0, nullptr, 8, weft::comp_t{}, rc).rfind("post_am local_buffer: ", 0), 0u);
+  EXPECT_EQ(both(0, msg, 8, weft::comp_t{}, rc + 100).rfind("post_am remote_comp: ", 0), 0u);
+  EXPECT_EQ(both(0, msg, 8, graph, rc).rfind("post_am local_comp: ", 0), 0u);
+  EXPECT_EQ(why([&] {
+              (void)weft::post_send_x(2, &v, sizeof(v), 1, weft::comp_t{})();
+            }).rfind("post_send rank: ", 0),
+            0u);
+  weft::free_comp(&graph);
+  weft::free_device(&d);
+  weft::free_comp(&cq);
+}
+
 // Active messages of up to 16 bytes wait inside the completion queue's entry and get their
 // malloc'd buffer in cq_pop; 17 bytes and up get it in progress. Either way the popping
 // thread receives its own copy of exactly the bytes sent, which it frees.
