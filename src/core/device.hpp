@@ -84,8 +84,9 @@ class device_impl final : public net::sink {
   // A send (rc rcomp_null) or active message that needs nothing but one eager message
   // (core/post_short.cpp): true once it left; false when it needs post(), which then does
   // it or says what is wrong (nothing was sent).
-  bool post_short(int rank, rcomp_t rc, const void* buf, size_t size, const comp_impl* comp,
-                  tag_t tag);
+  // Inline into its one caller (detail::post_short_impl).
+  [[gnu::always_inline]] inline bool post_short(int rank, rcomp_t rc, const void* buf, size_t size,
+                                                const comp_impl* comp, tag_t tag);
   bool cancel(const comm_args& a);
 
   // ---- progress (core/progress.cpp) ----

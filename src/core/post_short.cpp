@@ -17,8 +17,8 @@
 namespace weft {
 namespace impl {
 
-bool device_impl::post_short(int rank, rcomp_t rc, const void* buf, size_t size,
-                             const comp_impl* comp, tag_t tag) {
+inline bool device_impl::post_short(int rank, rcomp_t rc, const void* buf, size_t size,
+                                    const comp_impl* comp, tag_t tag) {
   if (unsigned(rank) >= unsigned(rt.size()) || size > eager_limit || (!buf && size) ||
       (comp && comp->kind >= comp_kind::graph) || peer_dead(rank)) [[unlikely]]
     return false;
@@ -75,17 +75,19 @@ status_t post_short_impl(device_t device, uint64_t rank_rcomp, void* buf, size_t
   } else if (runtime_impl* r = g_runtime.load(std::memory_order_acquire)) {
     dev = r->default_device;
   }
+  // Written before the send (into the caller's status: one object returned on every
+  // path), so that nothing but the device stays live across the backend's call.
+  status_t s;
+  s.error = errorcode_t::done;
+  s.rank = rank;
+  s.tag = tag;
+  s.buf = buf;
+  s.size = size;
   if (dev && util::live_any(reinterpret_cast<uintptr_t>(local_comp.p)) &&
-      dev->post_short(rank, rc, buf, size, util::untagged(local_comp.p), tag)) [[likely]] {
-    status_t s;
-    s.error = errorcode_t::done;
-    s.rank = rank;
-    s.tag = tag;
-    s.buf = buf;
-    s.size = size;
+      dev->post_short(rank, rc, buf, size, util::untagged(local_comp.p), tag)) [[likely]]
     return s;
-  }
-  return post_long(device, rank, rc, buf, size, local_comp, tag);
+  s = post_long(device, rank, rc, buf, size, local_comp, tag);
+  return s;
 }
 
 }  // namespace detail
