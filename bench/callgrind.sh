@@ -7,7 +7,9 @@
 #             ucp_am_bw; Weft also with its messages lent in place to a handler, api
 #             am_in_place). This includes what each side spends polling while it waits,
 #             which depends on how fast the other side is: read it as the cost of the
-#             whole exchange, not of the path alone.
+#             whole exchange, not of the path alone. It moves by a third from one run to
+#             the next (UCX 605-780, Weft 566-1075 on 2026-11-27), so each system's figure
+#             is the median of three runs (RUNS=n sets how many).
 # Prints RESULT lines.
 #   bench/callgrind.sh <build dir>
 set -euo pipefail
@@ -30,6 +32,10 @@ count() {  # command... : instructions of the whole run
 result() {  # system mode value [api]
   echo "RESULT system=$1 api=${4:-am} mode=$2 threads=1 resources=dedicated workload=instructions size=8 value=$3 unit=instr/msg"
 }
+median() {  # numbers... : the middle one (the lower middle of an even count)
+  printf '%s\n' "$@" | sort -n | sed -n "$(( ($# + 1) / 2 ))p"
+}
+runs=${RUNS:-3}
 short=32000 long=96000
 # bench_main's rate workload sends an untimed warm-up of a tenth as many first.
 extra=$(( (long + long / 10) - (short + short / 10) ))
@@ -48,17 +54,23 @@ two() {  # system, iterations: the launcher's command line for two ranks under c
     openmpi) echo "mpirun.openmpi --allow-run-as-root --oversubscribe -n 2 --bind-to none ${vg[*]} $out $build/bench/bench_openmpi" ;;
   esac
 }
+process() {  # system [bench arguments...]: the median over $runs of the per-message count
+  local sys=$1 v=() a b
+  shift
+  for ((i = 0; i < runs; ++i)); do
+    a=$(count $(two $sys) rate --mode am "$@" --iters $short)
+    b=$(count $(two $sys) rate --mode am "$@" --iters $long)
+    v+=($(( (b - a) / extra )))
+  done
+  median "${v[@]}"
+}
 for sys in weft mpich openmpi; do
   [ -x "$build/bench/bench_$sys" ] || continue
-  a=$(count $(two $sys) rate --mode am --iters $short)
-  b=$(count $(two $sys) rate --mode am --iters $long)
-  result "$sys" process $(( (b - a) / extra ))
+  result "$sys" process "$(process $sys)"
 done
 # Weft's active messages lent in place to a handler: what ucp_am_bw's callback gets.
 if [ -x "$build/bench/bench_weft" ]; then
-  a=$(count $(two weft) rate --mode am --am-buffer in_place --iters $short)
-  b=$(count $(two weft) rate --mode am --am-buffer in_place --iters $long)
-  result weft process $(( (b - a) / extra )) am_in_place
+  result weft process "$(process weft --am-buffer in_place)" am_in_place
 fi
 if command -v ucx_perftest >/dev/null; then
   ucx() {  # iterations: server and client of ucp_am_bw at 8 bytes, both under callgrind
@@ -71,7 +83,11 @@ if command -v ucx_perftest >/dev/null; then
     wait $srv
     total
   }
-  a=$(ucx $short)
-  b=$(ucx $long)
-  result ucx process $(( (b - a) / (long - short) ))
+  v=()
+  for ((i = 0; i < runs; ++i)); do
+    a=$(ucx $short)
+    b=$(ucx $long)
+    v+=($(( (b - a) / (long - short) )))
+  done
+  result ucx process "$(median "${v[@]}")"
 fi
