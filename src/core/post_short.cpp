@@ -45,19 +45,13 @@ inline bool device_impl::post_short(int rank, rcomp_t rc, const void* buf, size_
 namespace detail {
 namespace {
 
-// What post_send_x / post_am_x would have passed: the general path, for all the rest.
+// The general path, with the very arguments the functor would have built.
 [[gnu::noinline]] status_t post_long(device_t device, int rank, rcomp_t rc, void* buf, size_t size,
                                      comp_t local_comp, tag_t tag) {
-  comm_args a;
-  a.rank = rank;
-  a.local_buffer = buf;
-  a.size = size;
-  a.local_comp = local_comp;
-  a.device = device;
-  a.tag = tag;
-  a.remote_comp = rc;
-  a.call_name = rc == rcomp_null ? "post_send" : "post_am";
-  return post_comm_impl(a);
+  if (rc == rcomp_null)
+    return post_comm_impl(post_send_x(rank, buf, size, tag, local_comp).device(device).get_args());
+  return post_comm_impl(
+      post_am_x(rank, buf, size, local_comp, rc).device(device).tag(tag).get_args());
 }
 
 }  // namespace
