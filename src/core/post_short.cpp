@@ -6,7 +6,7 @@
 // the store buffer behind the ring cell's write: an 8-byte message rate went 20% higher
 // when the benchmark built its functor once instead of per message. What fits one eager
 // message of a valid call leaves from here; everything else (a large size, an argument to
-// refuse, a handle to check or untag, a full backend, no default device) goes to
+// refuse, a stale handle, a full backend, no default device) goes to
 // post_comm_impl with the comm_args the functor would have built, so every status and
 // every error is the general path's own.
 #include "comp/comp.hpp"
@@ -64,8 +64,8 @@ status_t post_short_impl(device_t device, uint64_t rank_rcomp, void* buf, size_t
   const auto d = reinterpret_cast<uintptr_t>(device.p);
   device_impl* dev = nullptr;
   if (d) {
-    // A tagged device handle (not one Weft hands out for devices) is the general path's.
-    if (!(d & ~util::gen::address_mask) && util::live_untagged(d)) dev = device.p;
+    // Checked under the generation its handle carries (a device in reused memory).
+    if (util::live_any(d)) dev = util::untagged(device.p);
   } else if (runtime_impl* r = g_runtime.load(std::memory_order_acquire)) {
     dev = r->default_device;
   }

@@ -389,10 +389,13 @@ int scenario_rts_from_dead() {
 }
 
 // The same, racing: rank 1 sends 64 rendezvous messages to any receive of their tag, tells
-// rank 0 they are all out, and dies 0-2 ms later (by its pid) while rank 0 receives them
-// (and a second thread of rank 0 progresses, so the death is found while receives match).
-// Every receive ends, either whole (every byte checked) or with error_peer_dead naming
-// rank 1; none may wait.
+// rank 0 they are all out, and dies 0-2 ms after rank 0 acknowledged that count (by its
+// pid) while rank 0 receives them (and a second thread of rank 0 progresses, so the death
+// is found while receives match). Every receive ends, either whole (every byte checked) or
+// with error_peer_dead naming rank 1; none may wait. The acknowledgment: a send that
+// returned done may still sit in the transport's own queue (UCX over tcp queues it behind
+// the rendezvous traffic), and a process killed then takes it along; the count must
+// arrive for the receives to mean anything (a CI run on a loaded machine lost it).
 int scenario_rts_race_death() {
   const int me = weft::get_rank_me();
   if (weft::get_rank_n() != 2) die("rts_race_death needs 2 ranks");
@@ -408,15 +411,20 @@ int scenario_rts_race_death() {
       post_until([&] {
         return weft::post_send_x(0, buf.data(), size, 80, sent).matching_policy(P::tag_only)();
       });
-    int all = n;
+    int all = n, ack = 0;
     post_until([&] { return weft::post_send(0, &all, sizeof(all), 81, sent); });
+    weft::comp_t got = weft::alloc_sync();
+    weft::status_t a = post_until([&] { return weft::post_recv(0, &ack, sizeof(ack), 82, got); });
+    if (a.error.is_posted()) wait_sync(got, &a);
     die_within_2ms();  // some of the data goes first
   }
   int all = 0;
   weft::comp_t r = weft::alloc_sync();
   weft::status_t s = post_until([&] { return weft::post_recv(1, &all, sizeof(all), 81, r); });
   if (s.error.is_posted()) wait_sync(r, &s);
+  CHECK(s.error.is_done());
   CHECK_EQ(all, n);
+  post_until([&] { return weft::post_send(1, &all, sizeof(all), 82, weft::comp_t{}); });
   int whole = 0, failed = 0;
   {
     progress_thread helper;  // completions and the death's failures on either thread

@@ -332,7 +332,6 @@ TEST_F(Api, ShortPostsMatchTheGeneralPath) {
   std::free(br.buf);
   ASSERT_TRUE(until([&] { return weft::sync_test(sent, nullptr); }));
   weft::free_comp(&sent);
-  // Refusals: the same words both ways.
   auto why = [](auto&& fn) {
     try {
       fn();
@@ -341,6 +340,28 @@ TEST_F(Api, ShortPostsMatchTheGeneralPath) {
     }
     return std::string("accepted");
   };
+  // A device in reused memory: its handle carries a generation, which the short path checks
+  // (and strips) as the general one does.
+  weft::device_t gone = weft::alloc_device(), gone_copy = gone;
+  weft::free_device(&gone);
+  weft::device_t again = weft::alloc_device();
+  ASSERT_NE(reinterpret_cast<uintptr_t>(again.p) >> 48, 0u) << "not the reused memory";
+  const uint64_t again0 = again.get_counter(weft::counter_t::sent_inject);
+  ASSERT_TRUE(weft::post_am_x(0, msg, 8, weft::comp_t{}, rc).device(again)().error.is_done());
+  EXPECT_EQ(again.get_counter(weft::counter_t::sent_inject) - again0, 1u);
+  weft::status_t ar;
+  const auto aend = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while ((ar = weft::cq_pop(cq)).error.is_retry() && std::chrono::steady_clock::now() < aend)
+    weft::progress_x().device(again)();
+  ASSERT_TRUE(ar.error.is_done());
+  EXPECT_EQ(std::memcmp(ar.buf, msg, 8), 0);
+  std::free(ar.buf);
+  EXPECT_EQ(why([&] {
+              (void)weft::post_am_x(0, msg, 8, weft::comp_t{}, rc).device(gone_copy)();
+            }).rfind("post_am device: ", 0),
+            0u);
+  weft::free_device(&again);
+  // Refusals: the same words both ways.
   weft::comp_t graph = weft::alloc_graph();
   auto both = [&](int rank, void* buf, size_t n, weft::comp_t comp, weft::rcomp_t to) {
     const std::string shrt =
