@@ -154,6 +154,11 @@ def ratio_rows(threads):
     rows = [
         ("8 B one-way latency (AM), Weft / best peer", "<= 1", lambda r: (r.lat("weft"), r.peer_lat(), "us")),
         ("8 B latency (AM), Weft / flag probe", "<= 1.3", lambda r: (r.lat("weft"), r.probe("flag", "latency"), "us")),
+        # What UCX's ucp_am_lat callback gets: the message where it arrived.
+        ("8 B one-way latency (AM, lent in place to a handler), Weft / best peer", "<= 1",
+         lambda r: (r.lat("weft", "am_in_place"), r.peer_lat(), "us")),
+        ("8 B latency (AM, lent in place to a handler), Weft / flag probe", "<= 1.3",
+         lambda r: (r.lat("weft", "am_in_place"), r.probe("flag", "latency"), "us")),
         ("8 B put latency (notified), Weft put / Weft AM", "<= 2",
          lambda r: (r.lat("weft", "put_notify"), r.lat("weft"), "us")),
         ("8 B message rate (AM, malloc'd buffers), Weft / best peer", ">= 1.5", lambda r: (r.rate("weft"), r.peer_rate(), "M/s")),

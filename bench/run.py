@@ -55,6 +55,7 @@ def configurations(quick, threads):
                          iters=peers.ucx_iters(workload, size, lat_it, rate_it, bw_bytes)))
     for how in ("packet", "in_place"):
         cfgs.append(bench("weft", 2, True, ["rate", "--mode", "am", "--am-buffer", how, "--iters", str(rate_it)]))
+    cfgs.append(bench("weft", 2, True, ["lat", "--mode", "am", "--am-buffer", "in_place", "--iters", str(lat_it)]))
     cfgs.append(dict(kind="bench", system="weft", n=2, bind=True, bin="bench_put_notify",
                      args=["--sizes", "8", "--iters", str(lat_it)]))
     # Thread mode across processes: 2 ranks x t threads, not bound.
