@@ -82,11 +82,13 @@ class device_impl final : public net::sink {
   // ---- posting (core/post.cpp) ----
   status_t post(const comm_args& a);
   // A send (rc rcomp_null) or active message that needs nothing but one eager message
-  // (core/post_short.cpp): true once it left; false when it needs post(), which then does
-  // it or says what is wrong (nothing was sent).
-  // Inline into its one caller (detail::post_short_impl).
-  [[gnu::always_inline]] inline bool post_short(int rank, rcomp_t rc, const void* buf, size_t size,
-                                                const comp_impl* comp, tag_t tag);
+  // (core/post_short.cpp): sent; full (the backend has no room: retry_nomem, noted as
+  // post's retry is); or general, when it needs post(), which then does it or says what is
+  // wrong (nothing was sent). Inline into its one caller (detail::post_short_impl).
+  enum class short_post : uint8_t { sent, full, general };
+  [[gnu::always_inline]] inline short_post post_short(int rank, rcomp_t rc, const void* buf,
+                                                      size_t size, const comp_impl* comp,
+                                                      tag_t tag);
   bool cancel(const comm_args& a);
 
   // ---- progress (core/progress.cpp) ----
@@ -175,6 +177,12 @@ class device_impl final : public net::sink {
   // A send or active message: inline in post, its rare parts out of line.
   [[gnu::always_inline]] inline status_t post_out(const comm_args& a);
   // One eager message to the backend, counted once it left; false: the backend is full.
+  // A caller told to retry (allow_retry): seen by the periodic check, which then looks at
+  // the peers (a dead peer's full queue would otherwise be retried for ever), and counted.
+  void note_retry() {
+    if (!retried_.load(std::memory_order_relaxed)) retried_.store(true, std::memory_order_relaxed);
+    counters.add(counter_t::retries);
+  }
   [[gnu::always_inline]] bool send_eager(int rank, const wire_header& h, const void* buf,
                                          size_t size) {
     if (!net->try_send(rank, &h, sizeof(h), buf, size)) return false;
@@ -183,7 +191,7 @@ class device_impl final : public net::sink {
     return true;
   }
   [[gnu::noinline]] status_t post_large(const comm_args& a, wire_header& h);
-  [[gnu::noinline]] void address_send(const comm_args& a, wire_header& h);
+  [[gnu::noinline]] wire_header address_send(const comm_args& a);
   [[gnu::noinline]] void return_packet(const comm_args& a);
   status_t post_in(const comm_args& a);
   status_t post_rendezvous(const comm_args& a, const wire_header& h);

@@ -82,12 +82,10 @@ status_t device_impl::post_large(const comm_args& a, wire_header& h) {
   return post_rendezvous(a, h);
 }
 
-// A two-sided send's header fields (out of line: the matching engine may need looking up).
-void device_impl::address_send(const comm_args& a, wire_header& h) {
+// A two-sided send's header (out of line: the matching engine may need looking up).
+wire_header device_impl::address_send(const comm_args& a) {
   auto* e = a.matching_engine.p ? a.matching_engine.p : rt.engine_or_fail(a.call_name);
-  h.type = uint8_t(msg_type::eager_send);
-  h.target = e->id();
-  h.policy = uint8_t(a.matching_policy);
+  return eager_header(msg_type::eager_send, e->id(), a.tag, uint8_t(a.matching_policy));
 }
 
 // What a packet buffer goes back to once its message left.
@@ -97,17 +95,11 @@ void device_impl::return_packet(const comm_args& a) {
 }
 
 status_t device_impl::post_out(const comm_args& a) {
-  wire_header h{};
-  h.version = wire_version;
-  h.set_tag(a.tag);
-  if (a.remote_comp != rcomp_null) {
-    if (a.remote_comp >= rt.rcomp_count()) [[unlikely]]
-      refuse_post(a);
-    h.type = uint8_t(msg_type::eager_am);
-    h.target = a.remote_comp;
-  } else {
-    address_send(a, h);
-  }
+  if (a.remote_comp != rcomp_null && a.remote_comp >= rt.rcomp_count()) [[unlikely]]
+    refuse_post(a);
+  wire_header h = a.remote_comp != rcomp_null
+                      ? eager_header(msg_type::eager_am, a.remote_comp, a.tag)
+                      : address_send(a);
   if (a.size > eager_limit) [[unlikely]]
     return post_large(a, h);
   // Completed at once but signalled (allow_done false): a full queue's signal would wait
@@ -156,11 +148,11 @@ status_t device_impl::retry_or_backlog(const comm_args& a, errorcode_t code) {
   // A caller retrying waits on the peer as much as a pending operation does: the periodic
   // check looks at the peers then too (a dead peer's full queue, or a key its dead owner
   // will never send, would otherwise be retried for ever).
-  if (!retried_.load(std::memory_order_relaxed)) retried_.store(true, std::memory_order_relaxed);
   if (a.allow_retry || (!a.internal && backlog_over())) {
-    counters.add(counter_t::retries);
+    note_retry();
     return immediate(a, a.allow_retry ? code : errorcode_t::retry_backlog);
   }
+  if (!retried_.load(std::memory_order_relaxed)) retried_.store(true, std::memory_order_relaxed);
   backlog_work::post p{a, nullptr};
   p.args.allow_retry = true;
   p.args.allow_done = true;

@@ -6,7 +6,7 @@
 // the store buffer behind the ring cell's write: an 8-byte message rate went 20% higher
 // when the benchmark built its functor once instead of per message. What fits one eager
 // message of a valid call leaves from here; everything else (a large size, an argument to
-// refuse, a stale handle, a full backend, no default device) goes to
+// refuse, a stale handle, no default device) goes to
 // post_comm_impl with the comm_args the functor would have built, so every status and
 // every error is the general path's own.
 #include "comp/comp.hpp"
@@ -17,27 +17,23 @@
 namespace weft {
 namespace impl {
 
-inline bool device_impl::post_short(int rank, rcomp_t rc, const void* buf, size_t size,
-                                    const comp_impl* comp, tag_t tag) {
+inline device_impl::short_post device_impl::post_short(int rank, rcomp_t rc, const void* buf,
+                                                       size_t size, const comp_impl* comp,
+                                                       tag_t tag) {
   if (unsigned(rank) >= unsigned(rt.size()) || size > eager_limit || (!buf && size) ||
-      (comp && comp->kind >= comp_kind::graph) || peer_dead(rank)) [[unlikely]]
-    return false;
-  wire_header h{};
-  h.version = wire_version;
-  h.set_tag(tag);
-  if (rc != rcomp_null) {
-    if (rc >= rt.rcomp_count()) [[unlikely]]
-      return false;
-    h.type = uint8_t(msg_type::eager_am);
-    h.target = rc;
-  } else {
-    if (!rt.default_engine) [[unlikely]]
-      return false;
-    h.type = uint8_t(msg_type::eager_send);
-    h.target = rt.default_engine->id();
-    h.policy = uint8_t(matching_policy_t::rank_tag);
-  }
-  return send_eager(rank, h, buf, size);
+      (comp && comp->kind >= comp_kind::graph) || peer_dead(rank) ||
+      (rc != rcomp_null ? rc >= rt.rcomp_count() : !rt.default_engine)) [[unlikely]]
+    return short_post::general;
+  const wire_header h = rc != rcomp_null
+                            ? eager_header(msg_type::eager_am, rc, tag)
+                            : eager_header(msg_type::eager_send, rt.default_engine->id(), tag,
+                                           uint8_t(matching_policy_t::rank_tag));
+  if (send_eager(rank, h, buf, size)) [[likely]]
+    return short_post::sent;
+  // As post_out's retry_or_backlog with allow_retry: without building the arguments and
+  // trying the backend a second time on every turn of a caller's retry loop.
+  note_retry();
+  return short_post::full;
 }
 
 }  // namespace impl
@@ -77,9 +73,15 @@ status_t post_short_impl(device_t device, uint64_t rank_rcomp, void* buf, size_t
   s.tag = tag;
   s.buf = buf;
   s.size = size;
-  if (dev && util::live_any(reinterpret_cast<uintptr_t>(local_comp.p)) &&
-      dev->post_short(rank, rc, buf, size, util::untagged(local_comp.p), tag)) [[likely]]
-    return s;
+  if (dev && util::live_any(reinterpret_cast<uintptr_t>(local_comp.p))) [[likely]] {
+    const auto r = dev->post_short(rank, rc, buf, size, util::untagged(local_comp.p), tag);
+    if (r == device_impl::short_post::sent) [[likely]]
+      return s;
+    if (r == device_impl::short_post::full) {
+      s.error = errorcode_t::retry_nomem;
+      return s;
+    }
+  }
   s = post_long(device, rank, rc, buf, size, local_comp, tag);
   return s;
 }

@@ -38,6 +38,19 @@ struct wire_header {
 };
 static_assert(sizeof(wire_header) == 16);
 
+// The header of an eager message: an active message to remote completion `target`, or a
+// send to matching engine `target` under `policy` (post_out and post_short both build it
+// here; post_large turns its type into the rendezvous one).
+inline wire_header eager_header(msg_type type, uint32_t target, tag_t tag, uint8_t policy = 0) {
+  wire_header h{};
+  h.version = wire_version;
+  h.type = uint8_t(type);
+  h.policy = policy;
+  h.target = target;
+  h.set_tag(tag);
+  return h;
+}
+
 struct rts_body {
   uint64_t size;
   uint64_t sreq;  // sender's request handle
