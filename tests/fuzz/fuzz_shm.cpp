@@ -2,7 +2,7 @@
 // The shared-memory backend's cell decoder (src/net/shm/shm_backend.cpp and shm_rma.cpp): a
 // local peer writes cells into this rank's inbox, and every kind but a plain message is
 // decoded here first (a pipelined put starting, a notification, a pipelined get's request,
-// answer or refusal, rendezvous data announced or sent ahead) before the core sees
+// answer or refusal, rendezvous data announced, sent ahead or split) before the core sees
 // anything. A peer that is buggy or killed half-way can leave any bytes.
 // Input: the first byte is the cell's kind (low 4 bits: the kinds and a few unknown ones),
 // the rest its body; one rank without a launcher receives it as from itself, then
@@ -133,8 +133,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       verdict->store(verdict_pending);
   }
   const std::set<void*> before = fuzz::awaited(dev);
+  const uint64_t split_read = shm->count(weft::counter_t::bytes_split_read);
   (void)fuzz_access::cell(*shm, *dev, kind, body.data(), uint32_t(body.size()));
   if (verdict && verdict->load() != verdict_refused) abort();
+  // Likewise split rendezvous data (kind_split_read): nothing read into an unoffered buffer.
+  if (shm->count(weft::counter_t::bytes_split_read) != split_read) abort();
   // An active message whose data went ahead may complete now, or by this very cell (a
   // forged notification naming it): its buffer is the receiver's to free; a put's
   // notification carries an address in a region, not to be freed.

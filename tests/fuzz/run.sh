@@ -23,7 +23,7 @@ targets=${*:-wire shm regions kvs pmi}
 files_of() {
   case $1 in
     wire) echo "src/core/progress.cpp" ;;
-    shm) echo "src/net/shm/shm_backend.cpp src/net/shm/shm_rma.cpp src/core/progress.cpp" ;;
+    shm) echo "src/net/shm/shm_backend.cpp src/net/shm/shm_rma.cpp src/net/shm/shm_split.cpp src/core/progress.cpp" ;;
     regions) echo "src/net/shm/regions.cpp" ;;
     kvs) echo "tools/weftrun/kvs_server.cpp src/bootstrap/kvs_wire.cpp" ;;
     pmi) echo "src/bootstrap/pmi_wire.cpp" ;;
@@ -32,7 +32,7 @@ files_of() {
 functions_of() {
   case $1 in
     wire) echo "on_message|on_other_message|on_remote_notify|arrive_rts|arrive_send|deliver_am|refuse_am" ;;
-    shm) echo "handle_other_cell|take_get|serve_get|expects_data" ;;
+    shm) echo "handle_other_cell|take_get|serve_get|expects_data|on_split_read|on_split_done" ;;
     regions) echo "acquire|search|outside|named" ;;
     kvs) echo "on_line|parse_kvs_request|hex_decode" ;;
     pmi) echo "parse_pmi1_line|parse_pmi2_length|parse_pmi2_body|parse_process_mapping" ;;

@@ -10,6 +10,10 @@
 // cached, none (auto tries both on 1 MiB transfers: any share). With WEFT_SHM_CHANNELS=1
 // and the pipeline, three of every four transfers wait for the one channel: rank 0 checks
 // that its data backlog took them (backlog_pushes) and rank 1 that each arrived whole.
+// By cross-memory attach, rank 1 checks how much it read itself (bytes_split_read): the
+// second half of every message (WEFT_SHM_SPLIT at most 1 MiB), none when WEFT_SHM_SPLIT=0
+// or when the test hook WEFT_TEST_SPLIT_UNREAD makes it answer that it could not (then rank
+// 0 copies those halves too: its counts above still hold).
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -34,6 +38,12 @@ int scenario_mechanism() {
   const uint64_t c0 = dev.get_counter(weft::counter_t::bytes_cross_memory);
   const uint64_t s0 = dev.get_counter(weft::counter_t::bytes_streamed);
   const uint64_t b0 = dev.get_counter(weft::counter_t::backlog_pushes);
+  const uint64_t r0 = dev.get_counter(weft::counter_t::bytes_split_read);
+  const char* split_env = getenv("WEFT_SHM_SPLIT");
+  const char* unread_env = getenv("WEFT_TEST_SPLIT_UNREAD");
+  const bool unread = unread_env && std::string(unread_env) == "1";
+  // Every message is split unless WEFT_SHM_SPLIT says 0 (the tests set no other value).
+  const bool split = !(split_env && std::string(split_env) == "0");
   const char* channels = getenv("WEFT_SHM_CHANNELS");
   const bool one_channel = channels && std::string(channels) == "1";
   const char* stores_env = getenv("WEFT_SHM_STORES");
@@ -75,6 +85,13 @@ int scenario_mechanism() {
     if (stores == "cached" || mode == "cma") CHECK_EQ(s, uint64_t(0));
     if (stores == "streaming" && mode == "pipeline") CHECK_EQ(s, uint64_t(size * nmsgs));
     CHECK(s <= uint64_t(size * nmsgs));
+    const uint64_t r = dev.get_counter(weft::counter_t::bytes_split_read) - r0;
+    printf("rank 1: WEFT_SHM_SPLIT=%s%s: %llu bytes read from rank 0 by this rank\n",
+           split_env ? split_env : "(unset)", unread ? " (reads refused)" : "",
+           static_cast<unsigned long long>(r));
+    if (mode == "cma") CHECK_EQ(r, split && !unread ? uint64_t(size / 2 * nmsgs) : uint64_t(0));
+    if (mode == "pipeline" || !split || unread) CHECK_EQ(r, uint64_t(0));
+    CHECK(r <= uint64_t(size / 2 * nmsgs));
   }
   weft::barrier();
   weft::free_comp(&sync);

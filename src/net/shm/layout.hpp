@@ -18,7 +18,7 @@
 namespace weft::net::shm {
 
 inline constexpr uint32_t segment_magic = 0x57454654;  // "WEFT"
-inline constexpr uint32_t layout_version = 14;
+inline constexpr uint32_t layout_version = 15;
 
 struct alignas(util::cache_line) segment_header {
   uint32_t magic;
@@ -86,6 +86,8 @@ enum cell_kind : uint8_t {
   kind_stream_answer = 9,    // a get's data or the core's rendezvous data: short_start_msg
   kind_answer_message = 10,  // a core message answering ours (clear-to-send, refusal)
   kind_data_note = 11,       // the note that ends rendezvous data moved by the initiator
+  kind_split_read = 12,      // rendezvous data split: the target reads its half (split_read_msg)
+  kind_split_done = 13,      // the target read its half of split data, or could not
 };
 
 // Answers to an operation of the receiving rank: always taken, and in no order with their
@@ -96,7 +98,8 @@ enum cell_kind : uint8_t {
 // filled a whole lane, when the acknowledgment could not even enter it (mp.ack_full_lane).
 inline bool is_answer(uint8_t kind) {
   return kind == kind_put_ack || kind == kind_get_refused || kind == kind_stream_answer ||
-         kind == kind_answer_message || kind == kind_data_note;
+         kind == kind_answer_message || kind == kind_data_note || kind == kind_split_read ||
+         kind == kind_split_done;
 }
 
 // What a stream in a put channel is (put_start_msg::kind).
@@ -149,6 +152,34 @@ struct short_start_msg {
   char note[20];
 };
 static_assert(sizeof(short_start_msg) <= inline_capacity);
+
+// Rendezvous data moved by cross-memory attach from both ends (shm_split.cpp): the source
+// writes [0, split_point(size)) into the target's buffer while the target reads the rest
+// from the source's. `note` is the core's, as the data note will carry it (the target checks
+// its buffer against it); `ctx` comes back in the split_done_msg.
+struct split_read_msg {
+  uint64_t src;  // the data in the source process
+  uint64_t dst;  // the target's buffer, as its clear-to-send named it
+  uint64_t size;
+  uint64_t ctx;
+  char note[16];
+};
+static_assert(sizeof(split_read_msg) <= inline_capacity);
+
+// The target's answer to a split_read_msg.
+enum : uint32_t { split_refused = 0, split_read = 1, split_unread = 2 };
+struct split_done_msg {
+  uint64_t ctx;
+  uint32_t verdict;  // split_refused: no such buffer; split_unread: the source copies it all
+  uint32_t pad;
+  uint64_t ticks;  // the target's read, in util::ticks, for the source's chooser
+};
+
+// Where a split transfer's halves meet: half-way, rounded up to a multiple of 4 KiB (whole
+// pages of page-aligned buffers for each copy).
+inline uint64_t split_point(uint64_t size) {
+  return std::min<uint64_t>(size, (size / 2 + 4095) / 4096 * 4096);
+}
 
 struct notify_msg {
   char note[40];

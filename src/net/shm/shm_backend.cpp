@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // The shared-memory backend's message path (its header says the design): a send claims a
 // cell of the peer's lane, poll drains this device's lanes into the sink, and a sleeper
-// arms the bell. Set-up, one-sided operations, large transfers and a peer's death have
-// files of their own (shm_setup, shm_rma, shm_transfer, shm_failure).
+// arms the bell. Set-up, one-sided operations, large transfers, data split between both
+// ends and a peer's death have files of their own (shm_setup, shm_rma, shm_transfer,
+// shm_split, shm_failure).
 #include "net/shm/shm_backend.hpp"
 
 #include <linux/futex.h>
@@ -219,9 +220,24 @@ bool shm_device::handle_other_cell(sink& s, const cell_header* c, const char* da
       p.ahead[m.channel].size = 0;
       return false;
     }
+    case kind_split_read: {
+      split_read_msg m;
+      if (c->len != sizeof(m)) break;
+      memcpy(&m, data, sizeof(m));
+      on_split_read(s, src, m);
+      return true;
+    }
+    case kind_split_done: {
+      split_done_msg m;
+      if (c->len != sizeof(m)) break;
+      memcpy(&m, data, sizeof(m));
+      on_split_done(src, m);
+      return true;
+    }
     case kind_notify:
     case kind_data_note: {
       if (c->len == 0 || c->len > sizeof(notify_msg)) break;
+      if (c->kind == kind_data_note) WEFT_TSAN_ACQUIRE(&split_read_);  // its half, if split
       return s.on_remote_notify(src, data, c->len);
     }
     case kind_get_request: {
@@ -468,6 +484,7 @@ uint64_t shm_device::count(counter_t c) const {
   if (c == counter_t::bytes_mapped) return bytes_mapped_.load(std::memory_order_relaxed);
   if (c == counter_t::bytes_cross_memory)
     return bytes_cross_memory_.load(std::memory_order_relaxed);
+  if (c == counter_t::bytes_split_read) return split_read_.load(std::memory_order_relaxed);
   return 0;
 }
 

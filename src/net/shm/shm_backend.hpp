@@ -30,14 +30,16 @@ struct settings {
   size_t nslots;
   size_t nlanes;  // WEFT_SHM_LANES; 0 when unset (default_lanes decides per device)
   size_t nregions;
-  bool rma_by_cma;       // user puts and gets by cross-memory attach (when permitted)
-  bool rma_auto;         // user puts by the chooser's measured choice (WEFT_SHM_RMA=auto)
-  bool rma_set;          // WEFT_SHM_RMA was set: it wins over a device's peers_progress
-  size_t test_delay_us;  // WEFT_TEST_PIPELINE_DELAY (test builds)
-  bool stores_auto;      // WEFT_SHM_STORES=auto: each peer's store_chooser decides
-  store_mode stores;     // otherwise every pipelined transfer's target stores so
-  bool ahead;            // WEFT_SHM_AHEAD: rendezvous data may go before its clear-to-send
-  bool map;              // WEFT_SHM_MAP: puts and gets into shareable memory by a mapping
+  bool rma_by_cma;         // user puts and gets by cross-memory attach (when permitted)
+  bool rma_auto;           // user puts by the chooser's measured choice (WEFT_SHM_RMA=auto)
+  bool rma_set;            // WEFT_SHM_RMA was set: it wins over a device's peers_progress
+  size_t test_delay_us;    // WEFT_TEST_PIPELINE_DELAY (test builds)
+  bool test_split_unread;  // WEFT_TEST_SPLIT_UNREAD (test builds)
+  bool stores_auto;        // WEFT_SHM_STORES=auto: each peer's store_chooser decides
+  store_mode stores;       // otherwise every pipelined transfer's target stores so
+  bool ahead;              // WEFT_SHM_AHEAD: rendezvous data may go before its clear-to-send
+  size_t split_min;        // WEFT_SHM_SPLIT: cross-memory rendezvous data copied from both ends
+  bool map;                // WEFT_SHM_MAP: puts and gets into shareable memory by a mapping
 };
 
 class shm_context;
@@ -167,7 +169,7 @@ class shm_device final : public device {
     size_t keep = SIZE_MAX;  // data ahead into a shorter buffer: bytes past it dropped
   };
   struct local_event {
-    enum kind_t { put_done, get_done, notify, put_ack } kind;
+    enum kind_t { put_done, get_done, notify, put_ack, split_done } kind;
     int rank;
     void* ctx;  // notify: the put or get (then) that completes once the note is sent
     bool ok;
@@ -181,6 +183,19 @@ class shm_device final : public device {
     uint64_t ctx;
     char* dst;
     size_t size;
+  };
+  struct pending_split {  // rendezvous data of ours split with its target (shm_split.cpp)
+    static constexpr uint32_t answer_due = ~0u;
+    int rank;
+    void* ctx;
+    const char* src;
+    uint64_t dst, size;
+    bool timed;                     // the chooser is told the copies' time
+    bool written = false;           // our half is in the target's buffer
+    uint64_t ticks = 0;             // our copy loop's time (util::ticks)
+    uint64_t target_ticks = 0;      // the target's, from its answer
+    uint32_t verdict = answer_due;  // the target's split_done_msg verdict once it answered
+    char note[16] = {};
   };
   struct deferred {  // a peer's get we could not answer at once (no channel, full queue)
     int rank;
@@ -236,6 +251,18 @@ class shm_device final : public device {
   bool stream_out(int rank, const void* src, size_t size, uint64_t remote_addr, rkey_t k,
                   const void* note, size_t note_len, void* ctx, uint16_t kind);
   bool start_stream(int rank, put_start_msg& m);
+  // Rendezvous data by cross-memory attach from both ends (shm_split.cpp): false when it
+  // cannot be split (the target's answer lane is full); then the source copies it all.
+  bool split_write(int rank, const void* src, size_t size, uint64_t remote_addr, const void* note,
+                   void* ctx, bool timed);
+  // The target's side: check the buffer, read the second half, answer.
+  void on_split_read(sink& s, int src, const split_read_msg& m);
+  // The source's side of the answer; the transfer ends once both halves are in.
+  void on_split_done(int src, const split_done_msg& m);
+  // Under splits_lock_ taken by the caller: the entry for (rank, ctx), or splits_.end().
+  std::vector<pending_split>::iterator find_split(int rank, uint64_t ctx);
+  void finish_split(pending_split p);
+  void split_failed(int rank, void* ctx, int err);
   bool take_get(int rank, uint64_t ctx, pending_get* out = nullptr);
   bool put_inline(int rank, const void* src, size_t size, uint64_t remote_addr, rkey_t k,
                   const void* note, size_t note_len, void* ctx);
@@ -322,8 +349,10 @@ class shm_device final : public device {
   util::spinlock gets_lock_;  // also guards puts_
   std::vector<pending_get> gets_;
   put_ring puts_;  // our inline puts, awaiting their acknowledgments
+  util::spinlock splits_lock_;
+  std::vector<pending_split> splits_;  // ours split with their targets: one per send at most
   std::atomic<uint64_t> bytes_pipelined_{0}, bytes_cross_memory_{0}, bytes_streamed_{0},
-      bytes_mapped_{0}, bypassed_{0};
+      bytes_mapped_{0}, bypassed_{0}, split_read_{0};
   // Data of ours sent ahead that the target has neither accepted nor refused: at most
   // nchannels - 1 transfers, so that messages nobody receives yet never hold every channel.
   std::atomic<uint32_t> unaccepted_{0};

@@ -51,6 +51,10 @@ void shm_device::forget_peer(int rank) {
     util::lock_guard<util::spinlock> g(p.ahead_lock);
     for (auto& m : p.ahead) m.size = 0;
   }
+  {
+    util::lock_guard<util::spinlock> g(splits_lock_);
+    std::erase_if(splits_, [rank](const pending_split& p) { return p.rank == rank; });
+  }
   util::lock_guard<util::spinlock> g(gets_lock_);
   std::erase_if(gets_, [rank](const pending_get& p) { return p.rank == rank; });
   puts_.erase_if([rank](const put_ring::entry& p) { return p.rank == rank; });

@@ -56,8 +56,10 @@ settings read_settings() {
   s.nslots = *util::get_size(setting::shm_slots);
   s.nlanes = util::get_size(setting::shm_lanes).value_or(0);
   s.nregions = *util::get_size(setting::shm_regions);
+  s.split_min = *util::get_size(setting::shm_split);
 #ifdef WEFT_TEST_HOOKS
   s.test_delay_us = *util::get_size(setting::test_pipeline_delay);
+  s.test_split_unread = util::get_flag(setting::test_split_unread);
 #endif
   if (s.chunk_size % 64)
     util::fail("environment", "WEFT_SHM_CHUNK", std::to_string(s.chunk_size),

@@ -130,16 +130,21 @@ bool shm_device::stream_out(int rank, const void* src, size_t size, uint64_t rem
                         : self || size == 0 ? put_mode::cma
                         : !data             ? rma_mechanism()
                                             : ctx_.config().mode;
-  // By cross-memory attach, its time told to the chooser when it chose.
-  auto by_cma = [&] {
+  // By cross-memory attach, its time told to the chooser when it chose; copied from both
+  // ends when large enough (shm_split.cpp), unless the target is busy (`split` false).
+  auto by_cma = [&](bool split) {
     if (timed) timed->start(put_mode::cma, size);
+    if (split && data && !self && cfg.split_min && size >= cfg.split_min &&
+        note_len == sizeof(split_read_msg::note) &&
+        split_write(rank, src, size, remote_addr, note, ctx, timed != nullptr))
+      return true;
     const uint64_t t0 = timed ? util::ticks() : 0;
     direct_access(true, rank, const_cast<void*>(src), size, remote_addr, k, note, note_len, ctx,
                   data);
     if (timed) timed->record(put_mode::cma, size, util::ticks() - t0);
     return true;
   };
-  if (mode == put_mode::cma) return by_cma();
+  if (mode == put_mode::cma) return by_cma(true);
   put_start_msg m{remote_addr, size, k.key, k.generation, 0, 0, uint16_t(note_len), kind, {},
                   0,           0,    0};
   if (note_len) memcpy(m.note, note, note_len);
@@ -152,7 +157,7 @@ bool shm_device::stream_out(int rank, const void* src, size_t size, uint64_t rem
     // No channel, and the oldest held by a target that computes: around them (the header).
     if (m.channel != geo_.nchannels || !timed || !bypass_channels(p, size)) return false;
     bypassed_.fetch_add(1, std::memory_order_relaxed);
-    return by_cma();
+    return by_cma(false);  // its target computes: it would not read its half soon
   }
   if (timed) timed->start(mode, size);
   if (store_timed) p.stores.start(store, size);
@@ -436,6 +441,8 @@ size_t shm_device::advance_work(sink& s) {
         put_ack_msg a{reinterpret_cast<uint64_t>(e.ctx), e.ok ? 1u : 0u, 0};
         return enqueue(e.rank, kind_put_ack, &a, sizeof(a), nullptr, 0);
       }
+      case local_event::split_done:  // on_split_read's answer, its bytes in the note
+        return enqueue(e.rank, kind_split_done, e.note, e.note_len, nullptr, 0);
       case local_event::notify: {
         notify_msg m{};
         memcpy(m.note, e.note, e.note_len);
