@@ -11,7 +11,7 @@
 // and the pipeline, three of every four transfers wait for the one channel: rank 0 checks
 // that its data backlog took them (backlog_pushes) and rank 1 that each arrived whole.
 // By cross-memory attach, rank 1 checks how much it read itself (bytes_split_read): the
-// second half of every message (WEFT_SHM_SPLIT at most 1 MiB), none when WEFT_SHM_SPLIT=0
+// second half of every message (WEFT_SHM_SPLIT's default is below 1 MiB), none when WEFT_SHM_SPLIT=0
 // or when the test hook WEFT_TEST_SPLIT_UNREAD makes it answer that it could not (then rank
 // 0 copies those halves too: its counts above still hold).
 #include <cstdio>
