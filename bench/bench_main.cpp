@@ -3,6 +3,7 @@
 // workload code. Rank 0 prints one RESULT line per figure.
 //   bench <lat|rate|bw> [--mode am|sr] [--threads T] [--resources dedicated|shared|shared_cq]
 //         [--iters N] [--sizes a,b,c] [--am-buffer malloc|packet|in_place] [--window W]
+//         [--buffers window|one]
 // Two ranks: lane t of rank 0 talks to lane t of rank 1. One rank: each lane talks to itself.
 #include <algorithm>
 #include <atomic>
@@ -47,6 +48,9 @@ struct options {
   // Weft only: a lane with nothing to do sleeps in progress_x().block_us(block_us) instead
   // of polling (lat --block-us N: the wake-up latency of blocking progress).
   uint32_t block_us = 0;
+  // bw: every transfer in flight uses the same buffer pair (--buffers one), as osu_bw and
+  // ucx_perftest do, instead of one pair per transfer (the default, --buffers window).
+  bool one_buffer = false;
 };
 
 size_t bw_window(const options& o, size_t size) {
@@ -123,16 +127,17 @@ long rate(Lane& l, bool initiator, bool loopback, bool am, long iters) {
 }
 
 // Windowed send/receive of `size` bytes, `window` at a time, with the same buffers every
-// time. Returns bytes moved.
+// time: transfer w of a window at offset w * stride (0: all in one buffer). Returns bytes
+// moved.
 template <typename Lane>
-double bandwidth(Lane& l, bool initiator, bool loopback, size_t size, size_t window,
+double bandwidth(Lane& l, bool initiator, bool loopback, size_t size, size_t window, size_t stride,
                  std::vector<char>& sbuf, std::vector<char>& rbuf, long reps) {
   char ack[8] = {0};
   for (long r = 0; r < reps; ++r) {
     if (!initiator || loopback)
-      for (size_t w = 0; w < window; ++w) l.recv(rbuf.data() + w * size, size, 1);
+      for (size_t w = 0; w < window; ++w) l.recv(rbuf.data() + w * stride, size, 1);
     if (initiator || loopback)
-      for (size_t w = 0; w < window; ++w) l.send(sbuf.data() + w * size, size, 1);
+      for (size_t w = 0; w < window; ++w) l.send(sbuf.data() + w * stride, size, 1);
     if (!loopback) {
       if (initiator)
         l.recv(ack, 8, bench::ack_tag);
@@ -183,6 +188,8 @@ options parse(int argc, char** argv) {
                                         : bench::delivery::malloc_buf;
     } else if (a == "--window")
       o.window = size_t(atol(next().c_str()));
+    else if (a == "--buffers")
+      o.one_buffer = next() == "one";
     else if (a == "--block-us")
       o.block_us = uint32_t(atol(next().c_str()));
     else if (a == "--iters")
@@ -280,11 +287,12 @@ int main(int argc, char** argv) {
   } else if (o.workload == "bw") {
     for (size_t size : o.sizes) {
       const size_t window = bw_window(o, size);
+      const size_t stride = o.one_buffer ? 0 : size;
       long reps = std::max<long>(4, long((size_t(1) << 30) / (size * window)) * o.iters / 100000);
       std::vector<std::vector<char>> sb(size_t(o.threads)), rb(size_t(o.threads));
       for (int t = 0; t < o.threads; ++t) {
-        sb[size_t(t)].assign(size * window, 'a');
-        rb[size_t(t)].assign(size * window, 0);
+        sb[size_t(t)].assign(size + stride * (window - 1), 'a');
+        rb[size_t(t)].assign(size + stride * (window - 1), 0);
       }
       auto lane_index = [&](lane_t& l) {
         size_t t = 0;
@@ -296,7 +304,7 @@ int main(int argc, char** argv) {
       const long warm = std::max<long>(reps / 8, long(32 / window) + 1);
       run_threads([&](lane_t& l) {
         size_t t = lane_index(l);
-        bandwidth(l, initiator, loopback, size, window, sb[t], rb[t], warm);
+        bandwidth(l, initiator, loopback, size, window, stride, sb[t], rb[t], warm);
       });
       std::atomic<double> bytes{0};
       const auto before = w.mechanism_bytes();
@@ -304,14 +312,16 @@ int main(int argc, char** argv) {
       const auto ahead_before = w.ahead_sends();
       double s = run_threads([&](lane_t& l) {
         size_t t = lane_index(l);
-        double b = bandwidth(l, initiator, loopback, size, window, sb[t], rb[t], reps);
+        double b = bandwidth(l, initiator, loopback, size, window, stride, sb[t], rb[t], reps);
         double cur = bytes.load();
         while (!bytes.compare_exchange_weak(cur, cur + b)) {
         }
       });
-      // An explicit window gets its own name, so that its figures are never mixed with the
-      // default window's.
-      const std::string name = o.window ? "bandwidth_w" + std::to_string(o.window) : "bandwidth";
+      // An explicit window gets its own name, and so does one buffer for every transfer, so
+      // that their figures are never mixed with the default's.
+      const std::string name = o.window       ? "bandwidth_w" + std::to_string(o.window)
+                               : o.one_buffer ? "bandwidth_one"
+                                              : "bandwidth";
       // The target's count of streamed bytes, to rank 0 (who reports) on lane 0.
       uint64_t streamed = w.streamed_bytes() - streamed_before;
       if (!loopback) {

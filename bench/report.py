@@ -121,8 +121,10 @@ class Round:
                          [("ucx", a, "process", 1, "dedicated", "rate") for a in ("tag", "am")])
 
     def peer_bw(self, size, workload="bandwidth"):
+        # ucx_perftest moves every message from one buffer into one: only bandwidth_one
+        # is its workload (peers.UCX_TESTS).
         return self.best([(s, "sr", "process", 1, "dedicated", workload, size)
-                          for s in PEERS_MPI + (("ucx",) if workload == "bandwidth" else ())])
+                          for s in PEERS_MPI + (("ucx",) if workload == "bandwidth_one" else ())])
 
     def copy_probe(self, size, before=None):
         """The better copy probe: the pair run just before the measurement (`before`: "before"
@@ -170,7 +172,10 @@ def ratio_rows(threads):
     ]
     for size, label in ((65536, "64 KiB"), (4194304, "4 MiB")):
         rows += [
-            ("bandwidth %s, Weft / best peer" % label, ">= 1", lambda r, s=size: (r.bw("weft", s), r.peer_bw(s), "GB/s")),
+            ("bandwidth %s, one buffer for every transfer (as ucx_perftest), Weft / best peer" % label, ">= 1",
+             lambda r, s=size: (r.bw("weft", s, workload="bandwidth_one"), r.peer_bw(s, "bandwidth_one"), "GB/s")),
+            ("bandwidth %s, a buffer per transfer in flight, Weft / best MPI" % label, ">= 1",
+             lambda r, s=size: (r.bw("weft", s), r.peer_bw(s), "GB/s")),
             ("bandwidth %s, Weft / better copy probe (pipe, cma)" % label, ">= 0.8",
              lambda r, s=size: (r.bw("weft", s), r.copy_probe(s, "before"), "GB/s")),
         ]
@@ -328,12 +333,15 @@ def make_plots(med, cls, out, threads, which=PLOTS, prefix=""):
         plt.close(fig)
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for system, api, style, label in (("weft", "sr", "o-", "weft"), ("mpich", "sr", "s--", "mpich"),
-                                      ("openmpi", "sr", "^--", "openmpi"), ("ucx", "sr", "v--", "ucx (tag)"),
-                                      ("probe", "pipe", "k:", "probe: two-process copy"),
-                                      ("probe", "cma", "k-.", "probe: cross-memory attach")):
+    for system, api, work, style, label in (
+            ("weft", "sr", "bandwidth", "o-", "weft"), ("mpich", "sr", "bandwidth", "s--", "mpich"),
+            ("openmpi", "sr", "bandwidth", "^--", "openmpi"),
+            ("weft", "sr", "bandwidth_one", "o", "weft (one buffer)"),
+            ("ucx", "sr", "bandwidth_one", "v", "ucx (tag; one buffer)"),
+            ("probe", "pipe", "bandwidth", "k:", "probe: two-process copy"),
+            ("probe", "cma", "bandwidth", "k-.", "probe: cross-memory attach")):
         pts = sorted((int(k[6]), v[cls][0]) for k, v in med.items()
-                     if k[0] == system and k[1] == api and k[5] == "bandwidth" and cls in v)
+                     if k[0] == system and k[1] == api and k[5] == work and cls in v)
         if pts:
             ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label=label)
     ax.set_xscale("log", base=2)
@@ -577,10 +585,13 @@ WORKLOADS = (
     "(one-way = round trip / 2); rate is windows of 64 eight-byte messages closed by an acknowledgment, timed after an "
     "untimed warm-up of a tenth as many (loopback: a thread sends its window to itself and consumes it); bandwidth is "
     "windowed send/receive with the same buffers every time, at most 16 MiB in flight (window 16 up to 1 MiB), each "
-    "transfer with its own source and destination buffer (`bandwidth_w1`: one transfer in flight). UCX runs its own "
+    "transfer with its own source and destination buffer (`bandwidth_w1`: one transfer in flight; `bandwidth_one`: "
+    "every transfer from one source buffer into one destination buffer, as `ucx_perftest` and `osu_bw` do, at 64 KiB "
+    "and 4 MiB). UCX runs its own "
     "`ucx_perftest` with `UCX_TLS=sm,self`, server and client pinned to cores 1 and 0: `tag_lat` and `ucp_am_lat` for "
     "latency, `tag_bw` and `ucp_am_bw` at 8 bytes for message rate, `tag_bw` for bandwidth (the same number of "
-    "ping-pongs and messages, and the same bytes, as the others). Weft active messages go into a completion queue and "
+    "ping-pongs and messages, and the same bytes, as the others; its bandwidth is compared with the others' "
+    "`bandwidth_one`, its own buffer convention). Weft active messages go into a completion queue and "
     "are freed with `std::free` (api `am`), or arrive in packets of the pool returned with `put_upacket` (api "
     "`am_packet`), or are lent where they arrived to a handler that reads and counts them (api `am_in_place`, "
     "`register_rcomp_x(h).in_place(true)`: what `ucp_am_bw`'s callback gets); MPI's active-message variant uses a ring of 128 pre-posted receives. `put_notify` is "

@@ -47,6 +47,10 @@ def configurations(quick, threads):
         cfgs.append(bench(s, 2, True, ["bw", "--mode", "sr", "--sizes", sizes, "--iters", str(it // 2)]))
         # One 4 MiB transfer in flight: the copy probes' working set.
         cfgs.append(bench(s, 2, True, ["bw", "--mode", "sr", "--sizes", "4194304", "--window", "1", "--iters", str(it // 2)]))
+        # Every transfer in flight from and into one buffer, as ucx_perftest and osu_bw do
+        # (bandwidth_one): the workload UCX's figure is compared on.
+        cfgs.append(bench(s, 2, True, ["bw", "--mode", "sr", "--sizes", "65536,4194304", "--buffers", "one",
+                                       "--iters", str(it // 2)]))
     # UCX's own benchmark: as many ping-pongs and messages, and as many bytes per size, as
     # the others (bench_main.cpp moves about 1 GiB per size at it // 2 = 100000).
     bw_bytes = (1 << 30) * (it // 2) // 100000
