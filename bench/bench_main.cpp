@@ -309,6 +309,7 @@ int main(int argc, char** argv) {
       std::atomic<double> bytes{0};
       const auto before = w.mechanism_bytes();
       const uint64_t streamed_before = w.streamed_bytes();
+      const uint64_t split_before = w.split_bytes();
       const auto ahead_before = w.ahead_sends();
       double s = run_threads([&](lane_t& l) {
         size_t t = lane_index(l);
@@ -322,21 +323,25 @@ int main(int argc, char** argv) {
       const std::string name = o.window       ? "bandwidth_w" + std::to_string(o.window)
                                : o.one_buffer ? "bandwidth_one"
                                               : "bandwidth";
-      // The target's count of streamed bytes, to rank 0 (who reports) on lane 0.
-      uint64_t streamed = w.streamed_bytes() - streamed_before;
+      // The target's counts of streamed bytes and of bytes it read itself (the second halves
+      // of split transfers), to rank 0 (who reports) on lane 0.
+      uint64_t target[2] = {w.streamed_bytes() - streamed_before, w.split_bytes() - split_before};
       if (!loopback) {
         if (initiator)
-          lanes[0]->recv(&streamed, sizeof(streamed), bench::ack_tag + 1);
+          lanes[0]->recv(target, sizeof(target), bench::ack_tag + 1);
         else
-          lanes[0]->send(&streamed, sizeof(streamed), bench::ack_tag + 1);
+          lanes[0]->send(target, sizeof(target), bench::ack_tag + 1);
         lanes[0]->wait_all();
       }
       const auto after = w.mechanism_bytes();
       const auto ahead = w.ahead_sends();
+      const uint64_t cma = after.second - before.second;
       report(
           name.c_str(), size, bytes.load() / s / 1e9, "GB/s",
           mechanism_field(before, after) +
-              share_field("stores", streamed, after.first - before.first, "streaming", "cached") +
+              share_field("stores", target[0], after.first - before.first, "streaming", "cached") +
+              // A split transfer's target reads half of it: the share of cma bytes split.
+              share_field("split", std::min(2 * target[1], cma), cma, "yes", "no") +
               share_field("ahead", ahead.first - ahead_before.first,
                           ahead.second - ahead_before.second, "yes", "no"));
     }

@@ -22,6 +22,7 @@ struct mpi_world {
 
   std::pair<uint64_t, uint64_t> mechanism_bytes() const { return {0, 0}; }  // Weft only
   uint64_t streamed_bytes() const { return 0; }
+  uint64_t split_bytes() const { return 0; }
   std::pair<uint64_t, uint64_t> ahead_sends() const { return {0, 0}; }
   uint32_t block_us = 0;  // Weft only
 

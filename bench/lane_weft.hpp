@@ -82,6 +82,8 @@ struct weft_world {
   }
   // Bytes this rank's devices took in with streaming stores (the target's choice).
   uint64_t streamed_bytes() const { return sum(weft::counter_t::bytes_streamed); }
+  // Bytes of peers' split transfers this rank's devices read themselves (their halves).
+  uint64_t split_bytes() const { return sum(weft::counter_t::bytes_split_read); }
   // Rendezvous sends whose data went ahead of the clear-to-send, and all rendezvous sends.
   std::pair<uint64_t, uint64_t> ahead_sends() const {
     return {sum(weft::counter_t::sent_ahead), sum(weft::counter_t::sent_rendezvous)};

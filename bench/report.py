@@ -20,7 +20,7 @@ FAST_US = 0.1
 CLASS_RULE = ("fast: the probe's cache-line ping-pong (one-way) took under %.1f us just before the "
               "measurement; slow: %.1f us or more" % (FAST_US, FAST_US))
 FIELDS = ["round", "class", "flag", "system", "api", "mode", "threads", "resources", "workload", "size",
-          "value", "unit", "mechanism", "stores", "ahead"]
+          "value", "unit", "mechanism", "stores", "ahead", "split"]
 
 
 def class_of_flag(flag):
@@ -262,10 +262,11 @@ def round_table(raw, classes, idx):
     for r in raw:
         if r["system"] == "weft" and r["workload"] == "bandwidth" and r.get("mechanism"):
             how = r["mechanism"] + (", " + r["stores"] if r.get("stores") else "") + \
-                (", ahead " + r["ahead"] if r.get("ahead") else "")
+                (", ahead " + r["ahead"] if r.get("ahead") else "") + \
+                (", split " + r["split"] if r.get("split") else "")
             mech[(r["round"], r["size"])] = how
     lines = ["| round | class | flag probe (us) | ring probe (M/s) | pipe / cma probe 64 KiB (GB/s) | pipe / cma probe 4 MiB | "
-             "Weft AM latency (us) | Weft AM rate (M/s) | Weft 64 KiB (GB/s, mechanism, stores, data ahead) | Weft 4 MiB |",
+             "Weft AM latency (us) | Weft AM rate (M/s) | Weft 64 KiB (GB/s, mechanism, stores, data ahead, split) | Weft 4 MiB |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for rd in sorted(idx, key=int):
         r = Round(idx[rd], classes[rd])
@@ -465,7 +466,9 @@ def write_doc(path, raw, commands, quick, threads, out, seconds):
               "The probes and Weft's headline figures round by round, with the mechanism Weft's shared-memory "
               "backend used for the bandwidth runs (`WEFT_SHM_PUT=auto`: pipelined copy or cross-memory attach, "
               "chosen per peer and size by measured throughput) and how the target stored the pipelined bytes "
-              "(`WEFT_SHM_STORES=auto`: cached or streaming, chosen the same way; see shm.md).", ""] + round_table(raw, classes, idx)
+              "(`WEFT_SHM_STORES=auto`: cached or streaming, chosen the same way; see shm.md), whether its data "
+              "went ahead of the clear-to-send, and whether the bytes by cross-memory attach were split between "
+              "both ends (`WEFT_SHM_SPLIT`).", ""] + round_table(raw, classes, idx)
     for c in seen:
         lines += ["", "## 8-byte message rate against threads, %s measurements (M/s)" % c, "",
                   "Loopback: one process, each thread exchanging with itself. Thread mode: 2 processes, each thread "
