@@ -36,7 +36,8 @@ void shm_device::forget_peer(int rank) {
     if (!d.refuse) ctx_.regions().release(me, d.held);
     return true;
   });
-  // A note the dead peer will never take: its operation fails (the data went, the note not).
+  // A note the dead peer will never take: its operation fails (the data went, the note not);
+  // an answer it will never read (put_ack, split_done) is dropped.
   events_.remove_if([rank](local_event& e) {
     if (e.rank != rank) return false;
     if (e.kind == local_event::notify) {
@@ -44,7 +45,7 @@ void shm_device::forget_peer(int rank) {
       e.ok = false;
       return false;
     }
-    return e.kind == local_event::put_ack;
+    return e.kind == local_event::put_ack || e.kind == local_event::split_done;
   });
   {
     peer& p = *peers_[size_t(rank)];
