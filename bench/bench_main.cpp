@@ -188,9 +188,14 @@ options parse(int argc, char** argv) {
                                         : bench::delivery::malloc_buf;
     } else if (a == "--window")
       o.window = size_t(atol(next().c_str()));
-    else if (a == "--buffers")
-      o.one_buffer = next() == "one";
-    else if (a == "--block-us")
+    else if (a == "--buffers") {
+      const std::string b = next();
+      if (b != "one" && b != "window") {
+        fprintf(stderr, "bench: --buffers %s: expected one or window\n", b.c_str());
+        exit(2);
+      }
+      o.one_buffer = b == "one";
+    } else if (a == "--block-us")
       o.block_us = uint32_t(atol(next().c_str()));
     else if (a == "--iters")
       o.iters = atol(next().c_str());

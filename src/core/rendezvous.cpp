@@ -288,6 +288,8 @@ void device_impl::rendezvous_arrived(int rank, const rendezvous_note& n) {
     return;
   }
   if (!r->claim(req_kind::rdv_recv)) return;  // failed meanwhile: its sender died
+  // Whichever thread of ours copied data into the buffer released it (util/tsan.hpp).
+  WEFT_TSAN_ACQUIRE(r->buf);
   counters.add_two(counter_t::received_rendezvous, counter_t::bytes_received, r->size);
   finish_request(r, r->msg_size > r->size ? errorcode_t::error_truncated : errorcode_t::done);
 }

@@ -4,7 +4,9 @@
 // later copies the peer's data into it: the chain runs through the peer and shared memory,
 // which ThreadSanitizer does not follow, so it would report the allocation or the posting
 // of the buffer and the copy into it as a race. The offering thread releases the buffer's
-// address, the copying thread acquires it. Nothing outside ThreadSanitizer builds.
+// address, the copying thread acquires it; the copying thread releases it again when the
+// receive may complete in another thread (the target's half of split data), and the thread
+// that completes the receive acquires it. Nothing outside ThreadSanitizer builds.
 #pragma once
 
 #if defined(__SANITIZE_THREAD__)

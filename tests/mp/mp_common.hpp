@@ -144,6 +144,17 @@ inline int finish(const char* name) {
   }
   return 0;
 }
+// MP_TEST_EXPECT_SPLIT=1 (set beside a low WEFT_SHM_SPLIT): this rank read halves of split
+// rendezvous data as their target (bytes_split_read of the default device), so the
+// scenario's data checks covered the split path.
+inline void check_split_taken() {
+  const char* want = getenv("MP_TEST_EXPECT_SPLIT");
+  if (!want || std::string(want) != "1") return;
+  const uint64_t read = weft::get_default_device().get_counter(weft::counter_t::bytes_split_read);
+  printf("rank %d: %llu bytes of split rendezvous data read\n", weft::get_rank_me(),
+         static_cast<unsigned long long>(read));
+  CHECK(read > 0);
+}
 // The success line the test drivers look for, one per rank: "rank R: SCENARIO: all N
 // checks passed".
 inline void report(const char* scenario, int rc) {

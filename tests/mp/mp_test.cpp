@@ -83,6 +83,7 @@ int scenario_matrix() {
       }
     }
   }
+  check_split_taken();
   weft::barrier();
   return finish("matrix");
 }
@@ -299,6 +300,7 @@ int scenario_threads(bool dedicated) {
   all_done.store(true);
   for (auto& th : threads) th.join();
   CHECK_EQ(errors.load(), 0);
+  check_split_taken();
   weft::barrier();
   for (int t = 0; t < nthreads; ++t) {
     if (dedicated) weft::free_device(&devs[size_t(t)]);

@@ -237,7 +237,6 @@ bool shm_device::handle_other_cell(sink& s, const cell_header* c, const char* da
     case kind_notify:
     case kind_data_note: {
       if (c->len == 0 || c->len > sizeof(notify_msg)) break;
-      if (c->kind == kind_data_note) WEFT_TSAN_ACQUIRE(&split_read_);  // its half, if split
       return s.on_remote_notify(src, data, c->len);
     }
     case kind_get_request: {

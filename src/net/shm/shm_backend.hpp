@@ -261,8 +261,13 @@ class shm_device final : public device {
   void on_split_done(int src, const split_done_msg& m);
   // Under splits_lock_ taken by the caller: the entry for (rank, ctx), or splits_.end().
   std::vector<pending_split>::iterator find_split(int rank, uint64_t ctx);
+  void drop_split(int rank, uint64_t ctx);
+  enum class settled { unknown, waiting, complete };
+  template <typename Mark>
+  settled settle_split(int rank, uint64_t ctx, Mark&& mark, pending_split& done);
   void finish_split(pending_split p);
-  void split_failed(int rank, void* ctx, int err);
+  // A cross-memory copy to or from `rank` failed with `err` (shm_rma.cpp).
+  void copy_failed(const char* op, int rank, int err, local_event::kind_t done, void* ctx);
   bool take_get(int rank, uint64_t ctx, pending_get* out = nullptr);
   bool put_inline(int rank, const void* src, size_t size, uint64_t remote_addr, rkey_t k,
                   const void* note, size_t note_len, void* ctx);

@@ -63,18 +63,26 @@ void shm_device::direct_access(bool write, int rank, void* local, size_t size, u
   regions.release(rank, held);
   if (!err && rank != ctx_.boot().rank())
     (by_map ? bytes_mapped_ : bytes_cross_memory_).fetch_add(size, std::memory_order_relaxed);
-  if (err == ESRCH) {  // the peer has died: the operation fails, and the core says why
-    peers_[size_t(rank)]->gone.store(true, std::memory_order_relaxed);
-    events_.add(local_event{done, rank, ctx, false, 0, {}});
+  if (err) {
+    copy_failed(write ? "put (shm, cross-memory attach)" : "get (shm, cross-memory attach)", rank,
+                err, done, ctx);
     return;
   }
-  if (err)
-    util::fail(write ? "put (shm, cross-memory attach)" : "get (shm, cross-memory attach)", "rank",
-               std::to_string(ctx_.boot().job_rank(rank)), strerror(err));
   if (note_len)
     send_note_then(rank, note, note_len, done, ctx, data ? kind_data_note : kind_notify);
   else
     events_.add(local_event{done, rank, ctx, true, 0, {}});
+}
+
+// A cross-memory copy to or from `rank` failed: its process is gone (marked so; the
+// operation `ctx` completes failed as `done`, and the core says why) or the address was
+// wrong (a bug of ours: stop, naming the operation).
+void shm_device::copy_failed(const char* op, int rank, int err, local_event::kind_t done,
+                             void* ctx) {
+  if (err != ESRCH)
+    util::fail(op, "rank", std::to_string(ctx_.boot().job_rank(rank)), strerror(err));
+  peers_[size_t(rank)]->gone.store(true, std::memory_order_relaxed);
+  events_.add(local_event{done, rank, ctx, false, 0, {}});
 }
 
 // Whether region k of rank is a peer's shareable memory that this process maps: then a put

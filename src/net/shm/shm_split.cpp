@@ -35,6 +35,26 @@ std::vector<shm_device::pending_split>::iterator shm_device::find_split(int rank
   });
 }
 
+void shm_device::drop_split(int rank, uint64_t ctx) {
+  util::lock_guard<util::spinlock> g(splits_lock_);
+  auto it = find_split(rank, ctx);
+  if (it != splits_.end()) splits_.erase(it);
+}
+
+// Records one half of the pending split (rank, ctx) as in, by `mark` (false: the entry was
+// not waiting for that), and takes the entry out into `done` once both halves are.
+template <typename Mark>
+shm_device::settled shm_device::settle_split(int rank, uint64_t ctx, Mark&& mark,
+                                             pending_split& done) {
+  util::lock_guard<util::spinlock> g(splits_lock_);
+  auto it = find_split(rank, ctx);
+  if (it == splits_.end() || !mark(*it)) return settled::unknown;  // or forgotten: peer died
+  if (!it->written || it->verdict == pending_split::answer_due) return settled::waiting;
+  done = *it;
+  splits_.erase(it);
+  return settled::complete;
+}
+
 bool shm_device::split_write(int rank, const void* src, size_t size, uint64_t remote_addr,
                              const void* note, void* ctx, bool timed) {
   pending_split p;
@@ -53,43 +73,25 @@ bool shm_device::split_write(int rank, const void* src, size_t size, uint64_t re
       reinterpret_cast<uint64_t>(src), remote_addr, size, reinterpret_cast<uint64_t>(ctx), {}};
   memcpy(m.note, note, sizeof(m.note));
   if (!enqueue(rank, kind_split_read, &m, sizeof(m), nullptr, 0)) {
-    util::lock_guard<util::spinlock> g(splits_lock_);
-    auto it = find_split(rank, m.ctx);
-    if (it != splits_.end()) splits_.erase(it);
+    drop_split(rank, m.ctx);
     return false;
   }
   const uint64_t t0 = util::ticks();
   const int err = cma_write(peers_[size_t(rank)]->pid, src, remote_addr, split_point(size));
   const uint64_t took = util::ticks() - t0;
-  pending_split done;
-  {
-    util::lock_guard<util::spinlock> g(splits_lock_);
-    auto it = find_split(rank, m.ctx);
-    if (it == splits_.end()) return true;  // forgotten meanwhile: its target died
-    if (!err) {
-      it->written = true;
-      it->ticks = took;
-      if (it->verdict == pending_split::answer_due) return true;  // the answer finishes it
-    }
-    done = *it;
-    splits_.erase(it);
-  }
-  if (err) {
-    split_failed(rank, ctx, err);
+  if (err) {  // its target is gone (else copy_failed stops): no answer will come
+    drop_split(rank, m.ctx);
+    copy_failed("rendezvous data (shm, split)", rank, err, local_event::put_done, ctx);
     return true;
   }
-  finish_split(done);
+  pending_split done;
+  const auto mark = [took](pending_split& q) {
+    q.written = true;
+    q.ticks = took;
+    return true;
+  };
+  if (settle_split(rank, m.ctx, mark, done) == settled::complete) finish_split(done);
   return true;
-}
-
-// A cross-memory copy of split data to or from `rank` failed: its process is gone (the
-// send fails, and the core says why) or the address was wrong (a bug: stop).
-void shm_device::split_failed(int rank, void* ctx, int err) {
-  if (err != ESRCH)
-    util::fail("rendezvous data (shm, split)", "rank", std::to_string(ctx_.boot().job_rank(rank)),
-               strerror(err));
-  peers_[size_t(rank)]->gone.store(true, std::memory_order_relaxed);
-  if (ctx) events_.add(local_event{local_event::put_done, rank, ctx, false, 0, {}});
 }
 
 void shm_device::on_split_read(sink& s, int src, const split_read_msg& m) {
@@ -111,11 +113,12 @@ void shm_device::on_split_read(sink& s, int src, const split_read_msg& m) {
     if (!err)
       err = cma_read(peers_[size_t(src)]->pid, reinterpret_cast<char*>(m.dst) + h, m.src + h,
                      m.size - h);
-    // The receive completes on the source's data note, maybe in another thread of ours.
-    WEFT_TSAN_RELEASE(&split_read_);
+    // The receive completes on the source's data note, maybe in another thread of ours,
+    // which acquires the buffer (device_impl::rendezvous_arrived).
+    WEFT_TSAN_RELEASE(reinterpret_cast<void*>(m.dst));
     a.ticks = util::ticks() - t0;
     if (err == ESRCH) {  // the source died: the core fails the receive
-      split_failed(src, nullptr, err);
+      peers_[size_t(src)]->gone.store(true, std::memory_order_relaxed);
       return;
     }
     if (err) {
@@ -138,22 +141,17 @@ void shm_device::on_split_read(sink& s, int src, const split_read_msg& m) {
 
 void shm_device::on_split_done(int src, const split_done_msg& m) {
   pending_split done;
-  {
-    util::lock_guard<util::spinlock> g(splits_lock_);
-    auto it = find_split(src, m.ctx);
-    if (it == splits_.end() || it->verdict != pending_split::answer_due ||
-        m.verdict > split_unread) {
-      WEFT_LOG(error, "shm: rank %d answers a split transfer of ours that is not waiting",
-               ctx_.boot().job_rank(src));
-      return;
-    }
-    it->verdict = m.verdict;
-    it->target_ticks = m.ticks;
-    if (!it->written) return;  // our copy finishes it
-    done = *it;
-    splits_.erase(it);
-  }
-  finish_split(done);
+  const auto mark = [&m](pending_split& q) {
+    if (q.verdict != pending_split::answer_due || m.verdict > split_unread) return false;
+    q.verdict = m.verdict;
+    q.target_ticks = m.ticks;
+    return true;
+  };
+  const settled r = settle_split(src, m.ctx, mark, done);
+  if (r == settled::complete) finish_split(done);
+  if (r == settled::unknown)
+    WEFT_LOG(error, "shm: rank %d answers a split transfer of ours that is not waiting",
+             ctx_.boot().job_rank(src));
 }
 
 // Both halves are in (or the target refused): the note that completes the receive, then
@@ -169,7 +167,7 @@ void shm_device::finish_split(pending_split p) {
     const uint64_t h = split_point(p.size), t0 = util::ticks();
     const int err = cma_write(peers_[size_t(p.rank)]->pid, p.src + h, p.dst + h, p.size - h);
     if (err) {
-      split_failed(p.rank, p.ctx, err);
+      copy_failed("rendezvous data (shm, split)", p.rank, err, local_event::put_done, p.ctx);
       return;
     }
     ticks = p.ticks + (util::ticks() - t0);
