@@ -5,7 +5,9 @@
 // under each backend and mechanism (WEFT_BACKEND, WEFT_OFI_CQ_DATA) to compare them.
 // --alloc: the target windows come from alloc_memory (over shared memory, a put into one is
 // a memcpy through the initiator's mapping) instead of a registered vector.
-//   bench_put_notify [--iters N] [--sizes a,b,c] [--alloc]
+// --am: active messages of the same sizes through the same loops instead (into the same
+// queue, each received buffer freed): what a put costs beyond a message, read like for like.
+//   bench_put_notify [--iters N] [--sizes a,b,c] [--alloc] [--am]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -26,7 +28,7 @@ struct pair_state {
   weft::mr_t mr;
   weft::rmr_t theirs;
   std::vector<char> window, src;
-  bool alloc;
+  bool alloc, am = false;
   long local_pending = 0;
 
   pair_state(size_t bytes, bool alloc_) : window(alloc_ ? 0 : bytes), src(bytes, 1), alloc(alloc_) {
@@ -65,8 +67,10 @@ struct pair_state {
   }
   void put(size_t size, weft::tag_t tag) {
     for (;;) {
-      weft::status_t s =
-          weft::post_put_x(peer, src.data(), size, lcq, 0, theirs).remote_comp(rcomp).tag(tag)();
+      weft::status_t s = am ? weft::post_am_x(peer, src.data(), size, lcq, rcomp).tag(tag)()
+                            : weft::post_put_x(peer, src.data(), size, lcq, 0, theirs)
+                                  .remote_comp(rcomp)
+                                  .tag(tag)();
       if (s.error.is_posted()) ++local_pending;
       if (!s.error.is_retry()) return;
       weft::progress();
@@ -75,7 +79,10 @@ struct pair_state {
   void wait_notification() {
     for (;;) {
       weft::status_t s = weft::cq_pop(rcq);
-      if (s.error.is_done()) return;
+      if (s.error.is_done()) {
+        if (am) std::free(s.buf);  // an active message's buffer is the program's
+        return;
+      }
       reap_local();
       weft::progress();
     }
@@ -130,7 +137,7 @@ double rate_mps(pair_state& p, size_t size, long iters) {
 int main(int argc, char** argv) {
   long iters = 20000;
   std::vector<size_t> sizes = {8, 4096, 65536};
-  bool alloc = false;
+  bool alloc = false, am = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--iters" && i + 1 < argc) {
@@ -141,6 +148,8 @@ int main(int argc, char** argv) {
         sizes.push_back(size_t(std::atol(t)));
     } else if (a == "--alloc") {
       alloc = true;
+    } else if (a == "--am") {
+      am = true;
     } else {
       std::fprintf(stderr, "bench_put_notify: unknown argument %s\n", argv[i]);
       return 2;
@@ -156,6 +165,7 @@ int main(int argc, char** argv) {
   for (size_t s : sizes) largest = std::max(largest, s);
   {
     pair_state p(largest, alloc);
+    p.am = am;
     for (size_t s : sizes) {
       const long n = s > 16384 ? iters / 10 : iters;
       const double lat = latency_us(p, s, n);
@@ -163,11 +173,12 @@ int main(int argc, char** argv) {
       if (p.me == 0) {
         // The benchmarks' one RESULT format (bench/peers.py reads it).
         const char* fmt =
-            "RESULT system=weft api=put_notify mode=process threads=1 resources=dedicated "
+            "RESULT system=weft api=%s mode=process threads=1 resources=dedicated "
             "workload=%s size=%zu value=%.6g unit=%s memory=%s\n";
         const char* mem = alloc ? "alloc_memory" : "registered";
-        std::printf(fmt, "latency", s, lat, "us", mem);
-        std::printf(fmt, "rate", s, rate, "Mmsg/s", mem);
+        const char* api = am ? "am_notify" : "put_notify";
+        std::printf(fmt, api, "latency", s, lat, "us", mem);
+        std::printf(fmt, api, "rate", s, rate, "Mmsg/s", mem);
         std::fflush(stdout);
       }
     }

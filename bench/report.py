@@ -163,6 +163,10 @@ def ratio_rows(threads):
          lambda r: (r.lat("weft", "am_in_place"), r.probe("flag", "latency"), "us")),
         ("8 B put latency (notified), Weft put / Weft AM", "<= 2",
          lambda r: (r.lat("weft", "put_notify"), r.lat("weft"), "us")),
+        # The same ping-pong loop and queue with active messages (bench_put_notify --am):
+        # what the put costs beyond a message, like for like (shm.md, small notified puts).
+        ("8 B put latency (notified) / active message through the same loop", "report",
+         lambda r: (r.lat("weft", "put_notify"), r.lat("weft", "am_notify"), "us")),
         ("8 B message rate (AM, malloc'd buffers), Weft / best peer", ">= 1.5", lambda r: (r.rate("weft"), r.peer_rate(), "M/s")),
         ("8 B message rate (AM, packet delivery), Weft / best peer", ">= 1.5",
          lambda r: (r.rate("weft", "am_packet"), r.peer_rate(), "M/s")),
@@ -598,7 +602,7 @@ WORKLOADS = (
     "are freed with `std::free` (api `am`), or arrive in packets of the pool returned with `put_upacket` (api "
     "`am_packet`), or are lent where they arrived to a handler that reads and counts them (api `am_in_place`, "
     "`register_rcomp_x(h).in_place(true)`: what `ucp_am_bw`'s callback gets); MPI's active-message variant uses a ring of 128 pre-posted receives. `put_notify` is "
-    "`bench_put_notify`: 8-byte puts with a notification, ping-pong. Process mode binds one rank per core for every "
+    "`bench_put_notify`: 8-byte puts with a notification, ping-pong (`am_notify`: the same loop with 8-byte active messages). Process mode binds one rank per core for every "
     "system; thread and loopback runs are not bound. Dedicated resources: a Weft device and completion queue per "
     "thread, `MPI_Comm_dup` per thread for MPI. Shared: one Weft device, a completion queue per thread; shared_cq: one "
     "device and one queue. When threads outnumber cores, every library's lane yields the processor after 16 fruitless "

@@ -62,6 +62,8 @@ def configurations(quick, threads):
     cfgs.append(bench("weft", 2, True, ["lat", "--mode", "am", "--am-buffer", "in_place", "--iters", str(lat_it)]))
     cfgs.append(dict(kind="bench", system="weft", n=2, bind=True, bin="bench_put_notify",
                      args=["--sizes", "8", "--iters", str(lat_it)]))
+    cfgs.append(dict(kind="bench", system="weft", n=2, bind=True, bin="bench_put_notify",
+                     args=["--am", "--sizes", "8", "--iters", str(lat_it)]))
     # Thread mode across processes: 2 ranks x t threads, not bound.
     for t in threads:
         if t < 2:
