@@ -345,7 +345,8 @@ int main(int argc, char** argv) {
           name.c_str(), size, bytes.load() / s / 1e9, "GB/s",
           mechanism_field(before, after) +
               share_field("stores", target[0], after.first - before.first, "streaming", "cached") +
-              // A split transfer's target reads half of it: the share of cma bytes split.
+              // A split transfer's target reads its second half (exactly half at these
+              // power-of-two sizes): twice that is the share of cma bytes split.
               share_field("split", std::min(2 * target[1], cma), cma, "yes", "no") +
               share_field("ahead", ahead.first - ahead_before.first,
                           ahead.second - ahead_before.second, "yes", "no"));

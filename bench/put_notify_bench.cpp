@@ -28,10 +28,11 @@ struct pair_state {
   weft::mr_t mr;
   weft::rmr_t theirs;
   std::vector<char> window, src;
-  bool alloc, am = false;
+  bool alloc, am;
   long local_pending = 0;
 
-  pair_state(size_t bytes, bool alloc_) : window(alloc_ ? 0 : bytes), src(bytes, 1), alloc(alloc_) {
+  pair_state(size_t bytes, bool alloc_, bool am_)
+      : window(alloc_ ? 0 : bytes), src(bytes, 1), alloc(alloc_), am(am_) {
     me = weft::get_rank_me();
     peer = 1 - me;
     rcq = weft::alloc_cq_x().depth(4096)();
@@ -164,8 +165,7 @@ int main(int argc, char** argv) {
   size_t largest = 8;
   for (size_t s : sizes) largest = std::max(largest, s);
   {
-    pair_state p(largest, alloc);
-    p.am = am;
+    pair_state p(largest, alloc, am);
     for (size_t s : sizes) {
       const long n = s > 16384 ? iters / 10 : iters;
       const double lat = latency_us(p, s, n);
