@@ -158,6 +158,8 @@ class device_impl final : public net::sink {
   // One pass of progress: the backlog, the backend's poll, the periodic check.
   [[gnu::always_inline]] inline error_t progress_once();
   [[gnu::noinline, gnu::cold]] void raise_wire_error();
+  // Idle and oversubscribed (WEFT_YIELD): yields the core, or sleeps for a message (idle.cpp).
+  [[gnu::noinline]] void give_core_away(uint32_t polls);
   [[gnu::noinline]] void check_if_due();
   // Reports what is wrong with `a` (util::fail); out of line so post's frame stays small.
   [[noreturn, gnu::noinline, gnu::cold]] void refuse_post(const comm_args& a);

@@ -2,7 +2,6 @@
 // The progress engine (LCI paper Figure 1): retry the backlog, poll the backend, match
 // arrivals, signal completion objects, continue rendezvous transfers, and turn the
 // operations waiting on a dead peer into errors.
-#include <sched.h>
 #include <time.h>
 
 #include <cstdlib>
@@ -169,7 +168,7 @@ error_t device_impl::progress_once() {
   if (n) return errorcode_t::done;
   // Oversubscribed (WEFT_YIELD): what this caller waits for needs another process's turn
   // on the core, so give it now rather than spin out the time slice.
-  if (rt.yield_when_idle) sched_yield();
+  if (rt.yield_when_idle) give_core_away(polls);
   return errorcode_t::retry;
 }
 

@@ -162,9 +162,11 @@ class device {
   // Returns the number of events and transfer steps performed.
   virtual size_t poll(sink& s, size_t max) = 0;
 
-  // Sleeps until a message may have arrived for this device or `timeout_us` passed.
-  // Returns at once if one is already queued. Wakes may be spurious.
-  virtual void wait_for_message(uint32_t timeout_us) = 0;
+  // Sleeps until a message may have arrived for this device or `timeout_us` passed, and
+  // returns true. Returns false at once, without sleeping, when one is already queued or
+  // work is in hand (so that a caller that must give the core away yields instead). Wakes
+  // may be spurious.
+  virtual bool wait_for_message(uint32_t timeout_us) = 0;
 
   // The same as a file descriptor, so that one thread can sleep on two backends at once
   // (mixed: shared memory and the network). arm_wake() makes wake_fd() readable at the next

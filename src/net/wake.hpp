@@ -23,14 +23,16 @@ inline void sleep_on_fds(const int* fds, int n, uint32_t timeout_us) {
 }
 
 // wait_for_message of a backend with a wake descriptor: sleeps on it once armed (nothing
-// pending); a device without one naps up to 50 us at a time.
-inline void wait_armed(device& d, uint32_t timeout_us) {
+// pending); a device without one naps up to 50 us at a time. False: something is pending.
+inline bool wait_armed(device& d, uint32_t timeout_us) {
   if (d.arm_wake()) {
     const int fd = d.wake_fd();
     sleep_on_fds(&fd, 1, timeout_us);
-  } else if (d.wake_fd() < 0) {
-    std::this_thread::sleep_for(std::chrono::microseconds(std::min<uint32_t>(timeout_us, 50)));
+    return true;
   }
+  if (d.wake_fd() >= 0) return false;
+  std::this_thread::sleep_for(std::chrono::microseconds(std::min<uint32_t>(timeout_us, 50)));
+  return true;
 }
 
 }  // namespace weft::net

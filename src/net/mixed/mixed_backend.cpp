@@ -160,15 +160,14 @@ class mixed_device final : public device {
   // Sleeps on shared memory's doorbell socket and the network's wait fd together, once
   // both are armed; where either has no descriptor, on shared memory for up to 100 us at a
   // time (the network is looked at again after each).
-  void wait_for_message(uint32_t timeout_us) override {
+  bool wait_for_message(uint32_t timeout_us) override {
     const int fds[2] = {shm_->wake_fd(), net_->wake_fd()};
-    if (fds[0] < 0 || fds[1] < 0) {
-      shm_->wait_for_message(std::min<uint32_t>(timeout_us, 100));
-      return;
-    }
-    if (!shm_->arm_wake() || !net_->arm_wake()) return;  // something is pending
+    if (fds[0] < 0 || fds[1] < 0)
+      return shm_->wait_for_message(std::min<uint32_t>(timeout_us, 100));
+    if (!shm_->arm_wake() || !net_->arm_wake()) return false;  // something is pending
     sleep_on_fds(fds, 2, timeout_us);
     shm_->settle_wake();
+    return true;
   }
   bool peer_alive(int rank) override {
     const int l = local_[size_t(rank)];

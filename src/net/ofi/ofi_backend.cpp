@@ -246,8 +246,8 @@ void ofi_device::log_failure(const op& o, const fi_cq_err_entry& err) {
   }
 }
 
-void ofi_device::wait_for_message(uint32_t timeout_us) {
-  wait_armed(*this, timeout_us);
+bool ofi_device::wait_for_message(uint32_t timeout_us) {
+  return wait_armed(*this, timeout_us);
 }
 
 bool ofi_device::arm_wake() {

@@ -75,7 +75,7 @@ class ofi_device final : public device {
   // operation back, also after its peer is taken for dead: complete() settles it then.
   bool settles_accesses(int) const override { return true; }
   size_t poll(sink& s, size_t max) override;
-  void wait_for_message(uint32_t timeout_us) override;
+  bool wait_for_message(uint32_t timeout_us) override;
   int wake_fd() override { return wait_fd_; }
   bool arm_wake() override;
   bool peer_alive(int rank) override;

@@ -465,11 +465,12 @@ uint32_t shm_device::arm_bell(uint32_t bit) {
   return armed;
 }
 
-void shm_device::wait_for_message(uint32_t timeout_us) {
+bool shm_device::wait_for_message(uint32_t timeout_us) {
   const uint32_t armed = arm_bell(bell_futex);
-  if (!armed) return;
+  if (!armed) return false;
   timespec ts{time_t(timeout_us / 1000000), long(timeout_us % 1000000) * 1000};
   syscall(SYS_futex, &own_bell_->armed, FUTEX_WAIT, armed, &ts, nullptr, 0);
+  return true;
 }
 
 bool shm_device::arm_wake() {

@@ -73,7 +73,7 @@ class shm_device final : public device {
   size_t poll(sink& s, size_t max) override;
   bool peer_alive(int rank) override;
   void forget_peer(int rank) override;
-  void wait_for_message(uint32_t timeout_us) override;
+  bool wait_for_message(uint32_t timeout_us) override;
   int wake_fd() override { return bell_sock_.fd(); }
   bool arm_wake() override;
   void settle_wake() override { bell_sock_.drain(); }

@@ -98,7 +98,7 @@ class ucx_device final : public device {
                const void* note, size_t note_len, void* ctx) override;
   const char* check_remote(int rank, uint64_t remote_addr, size_t size, rkey_t rkey) override;
   size_t poll(sink& s, size_t max) override;
-  void wait_for_message(uint32_t timeout_us) override;
+  bool wait_for_message(uint32_t timeout_us) override;
   int wake_fd() override { return efd_; }
   bool arm_wake() override;
   bool peer_alive(int rank) override;

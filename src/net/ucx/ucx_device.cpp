@@ -199,8 +199,8 @@ ucx_device::~ucx_device() {
   ucp_worker_destroy(worker_);
 }
 
-void ucx_device::wait_for_message(uint32_t timeout_us) {
-  wait_armed(*this, timeout_us);
+bool ucx_device::wait_for_message(uint32_t timeout_us) {
+  return wait_armed(*this, timeout_us);
 }
 
 bool ucx_device::arm_wake() {
