@@ -18,7 +18,8 @@ using namespace mp;
 namespace {
 
 constexpr size_t kGuard = 64;
-const size_t kRmaSizes[] = {0, 8, 1000, 8161, 100000, 1 << 20, 24 << 20};
+// 1 and 8: a notified put over shm in its cell line (put_small_msg); 9: the longer form.
+const size_t kRmaSizes[] = {0, 1, 8, 9, 1000, 8161, 100000, 1 << 20, 24 << 20};
 
 // Each rank's window, registered (or, with `alloc`, from alloc_memory), and the handle of
 // the next rank's window.

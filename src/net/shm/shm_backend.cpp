@@ -261,7 +261,20 @@ bool shm_device::handle_other_cell(sink& s, const cell_header* c, const char* da
       if (c->len < sizeof(m)) break;
       memcpy(&m, data, sizeof(m));
       if (m.note_len == 0 || m.note_len > sizeof(m.note)) break;
-      return apply_put_inline(s, src, m, data + sizeof(m), c->len - sizeof(m));
+      return apply_put_inline(s, src, m.remote_addr, rkey_t{m.key, m.generation}, m.ctx, m.note,
+                              m.note_len, data + sizeof(m), c->len - sizeof(m));
+    }
+    case kind_put_small: {
+      put_small_msg m;
+      if (c->len < sizeof(m) || c->len - sizeof(m) > put_small_data) break;
+      memcpy(&m, data, sizeof(m));
+      const uint64_t size = c->len - sizeof(m);
+      char note[put_small_note + 16];  // the note whole again: its head, then the extent
+      memcpy(note, m.note_head, put_small_note);
+      memcpy(note + put_small_note, &m.remote_addr, 8);
+      memcpy(note + put_small_note + 8, &size, 8);
+      return apply_put_inline(s, src, m.remote_addr, rkey_t{m.key, 0}, m.ctx, note, sizeof(note),
+                              data + sizeof(m), size);
     }
     case kind_put_ack: {
       put_ack_msg a;

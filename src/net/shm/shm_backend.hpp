@@ -271,7 +271,8 @@ class shm_device final : public device {
   bool take_get(int rank, uint64_t ctx, pending_get* out = nullptr);
   bool put_inline(int rank, const void* src, size_t size, uint64_t remote_addr, rkey_t k,
                   const void* note, size_t note_len, void* ctx);
-  bool apply_put_inline(sink& s, int src, const put_inline_msg& m, const char* data, size_t size);
+  bool apply_put_inline(sink& s, int src, uint64_t remote_addr, rkey_t k, uint64_t ctx,
+                        const char* note, size_t note_len, const char* data, size_t size);
   bool take_put(int rank, uint64_t ctx);
   bool serve_get(int rank, const get_request_msg& m, uint32_t held);
   // Whether a lane has nothing to take: its next cell not yet published and no refused

@@ -126,40 +126,57 @@ bool shm_device::try_get(int rank, void* dst, size_t size, uint64_t remote_addr,
   return true;
 }
 
+namespace {
+// Whether a put goes as put_small_msg: a few bytes, a key of generation 0, and a note that
+// ends with the put's own address and size (the core's notes of puts do).
+bool fits_small(size_t size, uint64_t remote_addr, rkey_t k, const void* note, size_t note_len) {
+  if (size > put_small_data || note_len != put_small_note + 16 || k.generation) return false;
+  const uint64_t extent[2] = {remote_addr, size};
+  return memcmp(static_cast<const char*>(note) + put_small_note, extent, 16) == 0;
+}
+}  // namespace
+
 bool shm_device::put_inline(int rank, const void* src, size_t size, uint64_t remote_addr, rkey_t k,
                             const void* note, size_t note_len, void* ctx) {
-  put_inline_msg m{
-      remote_addr, k.key, k.generation, reinterpret_cast<uint64_t>(ctx), uint32_t(note_len), 0, {}};
-  memcpy(m.note, note, note_len);
+  const uint64_t c = reinterpret_cast<uint64_t>(ctx);
   {  // remembered first: the acknowledgment may come before enqueue returns
     util::lock_guard<util::spinlock> g(gets_lock_);
-    puts_.push(put_ring::entry{rank, m.ctx});
+    puts_.push(put_ring::entry{rank, c});
   }
-  if (enqueue(rank, kind_put_inline, &m, sizeof(m), src, size)) return true;
-  take_put(rank, m.ctx);
+  bool sent;
+  if (fits_small(size, remote_addr, k, note, note_len)) {
+    put_small_msg m{remote_addr, c, k.key, {}};
+    memcpy(m.note_head, note, put_small_note);
+    sent = enqueue(rank, kind_put_small, &m, sizeof(m), src, size);
+  } else {
+    put_inline_msg m{remote_addr, k.key, k.generation, c, uint32_t(note_len), 0, {}};
+    memcpy(m.note, note, note_len);
+    sent = enqueue(rank, kind_put_inline, &m, sizeof(m), src, size);
+  }
+  if (sent) return true;
+  take_put(rank, c);
   return false;
 }
 
 // The target's side of an inline put: check and hold the region, copy, deliver the note,
 // acknowledge. False when the sink refused the note: the cell is offered again later (the
 // copy then repeats, the same bytes to the same place).
-bool shm_device::apply_put_inline(sink& s, int src, const put_inline_msg& m, const char* data,
+bool shm_device::apply_put_inline(sink& s, int src, uint64_t remote_addr, rkey_t k, uint64_t ctx,
+                                  const char* note, size_t note_len, const char* data,
                                   size_t size) {
   const int me = ctx_.boot().rank();
-  rkey_t k{m.key, m.generation};
   uint32_t held = 0;
-  const char* why = ctx_.regions().acquire(me, k, m.remote_addr, size, held);
+  const char* why = ctx_.regions().acquire(me, k, remote_addr, size, held);
   if (why) {
-    log_refusal("put from a peer", me, k, m.remote_addr, size, why);
+    log_refusal("put from a peer", me, k, remote_addr, size, why);
   } else {
-    memcpy(reinterpret_cast<void*>(m.remote_addr), data, size);
+    memcpy(reinterpret_cast<void*>(remote_addr), data, size);
     ctx_.regions().release(me, held);
-    if (!s.on_remote_notify(src, m.note, m.note_len)) return false;
+    if (!s.on_remote_notify(src, note, note_len)) return false;
   }
-  put_ack_msg a{m.ctx, why ? 0u : 1u, 0};
+  put_ack_msg a{ctx, why ? 0u : 1u, 0};
   if (!enqueue(src, kind_put_ack, &a, sizeof(a), nullptr, 0))
-    events_.add(
-        local_event{local_event::put_ack, src, reinterpret_cast<void*>(m.ctx), !why, 0, {}});
+    events_.add(local_event{local_event::put_ack, src, reinterpret_cast<void*>(ctx), !why, 0, {}});
   return true;
 }
 
