@@ -18,7 +18,7 @@
 namespace weft::net::shm {
 
 inline constexpr uint32_t segment_magic = 0x57454654;  // "WEFT"
-inline constexpr uint32_t layout_version = 15;
+inline constexpr uint32_t layout_version = 16;
 
 struct alignas(util::cache_line) segment_header {
   uint32_t magic;
