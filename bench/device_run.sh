@@ -5,6 +5,9 @@
 #   bash bench/device_run.sh scaling [bench/scaling.py arguments]
 #   bash bench/device_run.sh kmer [bench/kmer_bench.py arguments, e.g. --configs 1x16,16x1]
 #   bash bench/device_run.sh cholesky [bench/cholesky_bench.py arguments, e.g. --ranks 16]
+#   bash bench/device_run.sh taskbench [bench/taskbench.py arguments, e.g. --rounds 3]
+#   bash bench/device_run.sh overlap [bench/taskbench.py arguments]: --mode overlap, its model
+#     lines from the ping-pong's $OUT/raw.csv (run taskbench first), into $OUT/overlap
 # LIMIT (seconds, default 420) bounds the run; scaling.py keeps its finished rounds.
 set -o pipefail
 what=${1:-scaling}
@@ -27,6 +30,10 @@ case $what in
   scaling) cmd=(python3 bench/scaling.py --build "$D/build" --out "$OUT" --no-doc) ;;
   kmer) cmd=(python3 bench/kmer_bench.py --build "$D/build" --results "$OUT" --name kmer_device) ;;
   cholesky) cmd=(python3 bench/cholesky_bench.py --build "$D/build" --results "$OUT" --name cholesky_device) ;;
-  *) echo "usage: bench/device_run.sh scaling|kmer|cholesky [arguments]"; exit 2 ;;
+  # Unbound ranks: each rank's progress, communication and worker threads find cores of their own.
+  taskbench) cmd=(python3 bench/taskbench.py --build "$D/build" --out "$OUT" --bind none) ;;
+  overlap) cmd=(python3 bench/taskbench.py --build "$D/build" --out "$OUT/overlap" --bind none --mode overlap
+    --bandwidth-csv "$OUT/raw.csv") ;;
+  *) echo "usage: bench/device_run.sh scaling|kmer|cholesky|taskbench|overlap [arguments]"; exit 2 ;;
 esac
 timeout "${LIMIT:-420}" "${cmd[@]}" "$@" 2>&1 | tee "$OUT/log_$what"

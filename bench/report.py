@@ -486,7 +486,7 @@ def write_doc(path, raw, commands, quick, threads, out, seconds):
     for c in seen:
         lines += publish_plots(make_plots(med, c, out, threads), path)
     lines += ["## Commands", "", "Each round ran these once, in this order:", "", "```"] + commands + ["```", "", WORKLOADS, "",
-              TASKS, ""] + continuations() + kmer() + cholesky()
+              ] + tasks() + continuations() + kmer() + cholesky()
     with open(path, "w") as f:
         f.write("\n".join(lines))
 
@@ -500,6 +500,19 @@ TASKS = ("The communication engine's task benchmarks (windowed ping-pong and ove
          "![task ping-pong bandwidth](img/engine_pingpong_bandwidth.png)\n\n"
          "![task overlap](img/engine_overlap.png)\n\n"
          "![task ping-pong across hosts](img/engine_hosts_bandwidth.png)")
+
+def tasks():
+    """The task benchmarks' paragraph, and a pointer to the 16-core run with its ratio."""
+    out = [TASKS, ""]
+    ratio = bold_figure("taskbench_device", "Ratio of the 80% fragment sizes")
+    if ratio:
+        out += ["On the lent 16-core machine, the ranks unbound so that every engine thread can have a core "
+                "(`bench/device_run.sh taskbench`, `bench/results/taskbench_device.md`): the issue's ratio of the "
+                "80%% fragment sizes, best MPI engine / best Weft engine, %s over three runs together: "
+                "[engine.md](engine.md#on-16-cores-the-lent-machine)." % ratio, "",
+                "![task ping-pong bandwidth on 16 cores](img/engine_pingpong_bandwidth_16.png)", ""]
+    return out
+
 
 CONT_INTRO = ("Per-operation cost of continuations ([continuations.md](continuations.md)) against Weft's plain "
               "handler completion, from `bench/cont_bench.py` (its own script: the table below is "

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
 # The benchmark scripts' tables made again from recorded raw data, as a session does with a
-# lent machine's CSV (bench/kmer_bench.py --from-raw, bench/cholesky_bench.py
-# --report-only): each must reproduce the rows and ratios recorded in bench/results.
+# lent machine's CSV (bench/kmer_bench.py --from-raw, bench/cholesky_bench.py --report-only,
+# bench/taskbench.py --report-only): each must reproduce the rows and ratios recorded in
+# bench/results.
 #   bench_reports.sh WEFTRUN MP_TEST SOURCE_DIR BUILD_DIR
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -34,3 +35,15 @@ has "$tmp/c.md" "Weft engine / MPI engine at the best tile size of each: **0.96*
 grep -qF "16 ranks, one worker / one BLAS thread per rank on 16 cores" "$tmp/c.md" ||
   { cat "$tmp/c.md"; fail "Cholesky: the machine's ranks and cores are not stated"; }
 pass "cholesky_bench.py --report-only: the 16-core table, its ceiling and ratios"
+
+mkdir "$tmp/t"
+cp "$src/bench/results/taskbench_device_raw.csv" "$tmp/t/raw.csv"
+"$py" "$src/bench/taskbench.py" --report-only --out "$tmp/t" --bind none >"$tmp/t.out" 2>&1 ||
+  { cat "$tmp/t.out"; fail "taskbench.py --report-only failed"; }
+has "$tmp/t/summary.md" "| weft-engine no threads | 5.16 | 9.52 | 23.7 | 59.7 | 7.88 | 1.73 | 1632 |"
+has "$tmp/t/summary.md" "| mpi-engine mpich thread | 4.99 | 5.54 | 88.3 | 136.9 | 3.46 | 0.84 | 2365 |"
+grep -qF "best MPI engine / best Weft engine: **3.88** (target >= 2.8)." "$tmp/t/summary.md" ||
+  { cat "$tmp/t/summary.md"; fail "taskbench: not the recorded 16-core ratio"; }
+grep -qF "2 ranks on 16 cores (shared memory, every rank unbound)" "$tmp/t/summary.md" ||
+  { cat "$tmp/t/summary.md"; fail "taskbench: the machine's cores are not stated"; }
+pass "taskbench.py --report-only: the 16-core table and the 80% ratio"
