@@ -11,11 +11,11 @@
 // alone, sleeping costs a wake-up per message (5x the latency of yielding), so a thread
 // goes back to yielding after a while and looks again.
 #include <sched.h>
-#include <time.h>
 
 #include "core/device.hpp"
 #include "core/runtime.hpp"
 #include "net/backend.hpp"
+#include "util/clock.hpp"
 
 namespace weft::impl {
 namespace {
@@ -41,17 +41,11 @@ struct idle_state {
 };
 thread_local idle_state t_idle;
 
-int64_t now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
-
 }  // namespace
 
 void device_impl::give_core_away(uint32_t polls) {
   idle_state& st = t_idle;
-  const int64_t now = now_ns();
+  const int64_t now = util::now_ns();
   // Consecutive calls of this thread that found nothing have consecutive poll counts.
   if (polls != st.last_poll + 1) st.idle_since_ns = now;
   st.last_poll = polls;
@@ -61,7 +55,7 @@ void device_impl::give_core_away(uint32_t polls) {
     if (backlog_empty() && net->wait_for_message(max_sleep_us)) return;
   }
   sched_yield();
-  const int64_t after = now_ns();
+  const int64_t after = util::now_ns();
   if (after - now <= long_yield_ns) return;
   if (after - st.long_yield_at_ns < long_yields_apart_ns) st.sleep_until_ns = after + sleep_mode_ns;
   st.long_yield_at_ns = after;

@@ -2,7 +2,6 @@
 // The progress engine (LCI paper Figure 1): retry the backlog, poll the backend, match
 // arrivals, signal completion objects, continue rendezvous transfers, and turn the
 // operations waiting on a dead peer into errors.
-#include <time.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -13,6 +12,7 @@
 #include "core/runtime.hpp"
 #include "match/matching_engine.hpp"
 #include "pool/packet_pool.hpp"
+#include "util/clock.hpp"
 #include "util/fail.hpp"
 #include "util/log.hpp"
 #include "util/small_copy.hpp"
@@ -21,12 +21,6 @@
 
 namespace weft::impl {
 namespace {
-
-int64_t coarse_now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
 
 // How often a device with pending work checks that its peers are alive.
 constexpr int64_t peer_check_interval_ns = 50 * 1000 * 1000;
@@ -127,7 +121,7 @@ void device_impl::wire_error(int rank, const std::string& what) {
 
 // The periodic check when its time has come (out of line: it reads the clock).
 void device_impl::check_if_due() {
-  int64_t now = coarse_now_ns();
+  int64_t now = util::coarse_now_ns();
   int64_t due = next_peer_check_ns_.load(std::memory_order_relaxed);
   // One thread claims each check; the others go on.
   if (now >= due && next_peer_check_ns_.compare_exchange_strong(due, now + peer_check_interval_ns,

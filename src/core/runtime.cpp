@@ -13,6 +13,7 @@
 #include "core/wire.hpp"
 #include "match/matching_engine.hpp"
 #include "pool/packet_pool.hpp"
+#include "util/clock.hpp"
 #include "util/fail.hpp"
 #include "util/log.hpp"
 #include "util/settings.hpp"
@@ -348,9 +349,7 @@ void runtime_impl::report_wire_error(int peer, const std::string& what) {
     default_error_handler(wire_error_t{rank(), peer, what});
     return;
   }
-  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                          std::chrono::steady_clock::now().time_since_epoch())
-                          .count();
+  const int64_t now = util::now_ns();
   int64_t due = next_wire_summary_ns_.load(std::memory_order_relaxed);
   if (now < due || !next_wire_summary_ns_.compare_exchange_strong(due, now + 1000000000)) return;
   const uint64_t shown = wire_errors_shown_.exchange(n, std::memory_order_relaxed);

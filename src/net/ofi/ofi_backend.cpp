@@ -10,13 +10,13 @@
 #include <rdma/fi_rma.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <thread>
 
 #include "bootstrap/bootstrap.hpp"
 #include "net/wake.hpp"
+#include "util/clock.hpp"
 #include "util/fail.hpp"
 #include "util/log.hpp"
 #include "util/settings.hpp"
@@ -261,9 +261,7 @@ bool ofi_device::peer_alive(int rank) {
   if (dead_[size_t(rank)].load(std::memory_order_relaxed)) return false;
   if (rank == me_) return true;
   // Called by the core's periodic check (every 50 ms or so); not on the critical path.
-  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                          std::chrono::steady_clock::now().time_since_epoch())
-                          .count();
+  const int64_t now = util::now_ns();
   const int64_t timeout = ctx_.peer_timeout_ns();
   const int64_t ping_every = std::min<int64_t>(timeout / 4, 1000000000);
   util::lock_guard<util::spinlock> g(live_lock_);

@@ -4,12 +4,12 @@
 #include <signal.h>
 
 #include <atomic>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 
 #include "bootstrap/bootstrap.hpp"
 #include "net/shm/shm_backend.hpp"
+#include "util/clock.hpp"
 #include "util/log.hpp"
 #include "util/process.hpp"
 #include "util/settings.hpp"
@@ -68,9 +68,7 @@ void shm_device::forget_peer(int rank) {
 // cell is skipped once it has stayed unpublished for hole_grace_ns while a local peer has
 // died (a live sender publishes within microseconds unless stopped).
 size_t shm_device::repair() {
-  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                          std::chrono::steady_clock::now().time_since_epoch())
-                          .count();
+  const int64_t now = util::now_ns();
   size_t fixed = repair_lane(own_answers_, answers_hold_, geo_.nlanes, now);
   for (size_t l = 0; l < geo_.nlanes; ++l) fixed += repair_lane(own_lanes_[l], holds_[l], l, now);
   return fixed;
