@@ -144,6 +144,55 @@ int scenario_rma() {
   return run_rma(false);
 }
 
+// Over shared memory, a notified put of 1 or 8 bytes goes with its notification in one cell
+// line (put_small_msg, counted in puts_small); a 9-byte one, and an 8-byte one without a
+// notification, do not. Each arrives whole, with its notification.
+int scenario_rma_small() {
+  windows w(4096);
+  weft::comp_t rcq = weft::alloc_cq();
+  weft::rcomp_t rc = weft::register_rcomp(rcq);
+  weft::barrier();
+  weft::device_t dev = weft::get_default_device();
+  const uint64_t small0 = dev.get_counter(weft::counter_t::puts_small);
+  struct one {
+    size_t size;
+    bool notify, small;
+  };
+  const one cases[] = {{1, true, true}, {8, true, true}, {9, true, false}, {8, false, false}};
+  unsigned char local[16];
+  size_t disp = 16;
+  for (const one& c : cases) {
+    fill(local, c.size, c.size * 7 + size_t(w.me) + disp);
+    weft::comp_t sync = weft::alloc_sync();
+    const uint64_t before = dev.get_counter(weft::counter_t::puts_small);
+    weft::status_t s = post_until([&] {
+      auto x = weft::post_put_x(w.to, local, c.size, sync, disp, w.to_rmr).tag(weft::tag_t(disp));
+      if (c.notify) x.remote_comp(rc);
+      return x();
+    });
+    CHECK(s.error.is_posted() || s.error.is_done());
+    if (s.error.is_posted()) weft::sync_wait(sync, nullptr);
+    CHECK_EQ(dev.get_counter(weft::counter_t::puts_small) - before, c.small ? 1u : 0u);
+    if (c.notify) {
+      weft::status_t t = wait_cq(rcq);
+      CHECK(t.error.is_done());
+      CHECK_EQ(t.rank, w.from);
+      CHECK(t.buf == w.base() + disp);
+      CHECK_EQ(t.size, c.size);
+    }
+    weft::barrier();  // the previous rank's put into this window is complete and visible
+    CHECK_EQ(verify(w.base() + disp, c.size, c.size * 7 + size_t(w.from) + disp), SIZE_MAX);
+    CHECK(guards_intact(w.base() + disp, c.size));
+    weft::free_comp(&sync);
+    disp += 32;
+  }
+  CHECK_EQ(dev.get_counter(weft::counter_t::puts_small) - small0, 2u);
+  CHECK_EQ(weft::cq_size(rcq), 0u);
+  weft::deregister_rcomp(rc);
+  weft::free_comp(&rcq);
+  return finish("rma_small");
+}
+
 int scenario_rma_alloc() {
   return run_rma(true);
 }

@@ -17,6 +17,7 @@ int scenario_rma_stale();
 int scenario_rma_farewell();
 int scenario_rma_threads();
 int scenario_rma_notes();
+int scenario_rma_small();
 int scenario_rma_big();
 int scenario_graph();
 int scenario_lists();

@@ -900,6 +900,7 @@ int main(int argc, char** argv) {
       {"rma_farewell", scenario_rma_farewell},
       {"rma_threads", scenario_rma_threads},
       {"rma_notes", scenario_rma_notes},
+      {"rma_small", scenario_rma_small},
       {"rma_big", scenario_rma_big},
       {"graph", scenario_graph},
       {"lists", scenario_lists},

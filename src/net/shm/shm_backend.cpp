@@ -498,6 +498,7 @@ uint64_t shm_device::count(counter_t c) const {
   if (c == counter_t::bytes_cross_memory)
     return bytes_cross_memory_.load(std::memory_order_relaxed);
   if (c == counter_t::bytes_split_read) return split_read_.load(std::memory_order_relaxed);
+  if (c == counter_t::puts_small) return puts_small_.load(std::memory_order_relaxed);
   return 0;
 }
 

@@ -359,6 +359,12 @@ class shm_device final : public device {
   std::vector<pending_split> splits_;  // ours split with their targets: one per send at most
   std::atomic<uint64_t> bytes_pipelined_{0}, bytes_cross_memory_{0}, bytes_streamed_{0},
       bytes_mapped_{0}, bypassed_{0}, split_read_{0};
+  // Written only under gets_lock_, read by count() at any time.
+  std::atomic<uint64_t> puts_small_{0};
+  void bump_puts_small(int64_t by) {
+    puts_small_.store(puts_small_.load(std::memory_order_relaxed) + uint64_t(by),
+                      std::memory_order_relaxed);
+  }
   // Data of ours sent ahead that the target has neither accepted nor refused: at most
   // nchannels - 1 transfers, so that messages nobody receives yet never hold every channel.
   std::atomic<uint32_t> unaccepted_{0};

@@ -139,12 +139,14 @@ bool fits_small(size_t size, uint64_t remote_addr, rkey_t k, const void* note, s
 bool shm_device::put_inline(int rank, const void* src, size_t size, uint64_t remote_addr, rkey_t k,
                             const void* note, size_t note_len, void* ctx) {
   const uint64_t c = reinterpret_cast<uint64_t>(ctx);
+  const bool small = fits_small(size, remote_addr, k, note, note_len);
   {  // remembered first: the acknowledgment may come before enqueue returns
     util::lock_guard<util::spinlock> g(gets_lock_);
     puts_.push(put_ring::entry{rank, c});
+    if (small) bump_puts_small(1);  // under the lock anyway: a plain add, not a locked one
   }
   bool sent;
-  if (fits_small(size, remote_addr, k, note, note_len)) {
+  if (small) {
     put_small_msg m{remote_addr, c, k.key, {}};
     memcpy(m.note_head, note, put_small_note);
     sent = enqueue(rank, kind_put_small, &m, sizeof(m), src, size);
@@ -155,6 +157,10 @@ bool shm_device::put_inline(int rank, const void* src, size_t size, uint64_t rem
   }
   if (sent) return true;
   take_put(rank, c);
+  if (small) {  // refused: posted again later, counted then
+    util::lock_guard<util::spinlock> g(gets_lock_);
+    bump_puts_small(-1);
+  }
   return false;
 }
 
