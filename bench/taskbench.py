@@ -12,6 +12,7 @@ completions through MPIX_Continue instead of MPI_Testsome), and plain MPI (bench
 bandwidth (interpolated in log size), and the ratio MPI engine / Weft engine.
 
   bench/taskbench.py [--build build] [--out DIR] [--rounds R] [--quick] [--mode pingpong|overlap]
+                     [--streams C] [--no-sync]
                      [--hosts A,B --enter SCRIPT --iface BRIDGE --subnet CIDR]
 
 With --hosts the two ranks run on two hosts over tcp (bench/taskbench_hosts.sh makes them as
@@ -156,6 +157,8 @@ def main():
     ap.add_argument("--bind", default="core", choices=["core", "none"],
                     help="shared memory: every launcher binds rank i to core i, or nothing")
     ap.add_argument("--mode", default="pingpong", choices=["pingpong", "overlap"])
+    ap.add_argument("--streams", type=int, default=1, help="pingpong: concurrent streams (the seed's c)")
+    ap.add_argument("--no-sync", action="store_true", help="pingpong: no SYNC task between iterations")
     ap.add_argument("--bandwidth-csv", default="build/taskbench/raw.csv",
                     help="overlap: a pingpong run's raw.csv, for the model lines")
     ap.add_argument("--report-only", action="store_true",
@@ -175,11 +178,15 @@ def main():
                         cores=int(r.get("cores") or 2)) for r in csv.DictReader(f)]
         if a.mode == "overlap":
             return report_overlap(raw, a.out, a.bandwidth_csv, 0)
-        return report(raw, a.out, a.mode, 0, where)
+        return report(raw, a.out, a.mode, 0, where + variant(a))
     sizes = sweep(a.quick)
     if a.mode == "overlap":  # every second size: each run computes for about a second
         sizes = sweep(False)[::4 if a.quick else 2]
     args = ["--mode", a.mode, "--sizes", ",".join(map(str, sizes))]
+    if a.streams != 1:
+        args += ["--streams", str(a.streams)]
+    if a.no_sync:
+        args += ["--no-sync"]
     if a.quick:
         args += ["--total", str(8 << 20), "--reps", "1"]
     elif a.hosts:  # tcp moves 10x less: 16 MiB per iteration keeps a round near 3 minutes
@@ -220,7 +227,13 @@ def main():
     if a.mode == "overlap":
         report_overlap(raw, a.out, a.bandwidth_csv, time.time() - start)
     else:
-        report(raw, a.out, a.mode, time.time() - start, where)
+        report(raw, a.out, a.mode, time.time() - start, where + variant(a))
+
+
+def variant(a):
+    """The ping-pong's shape, when it is not the default one stream with SYNC."""
+    parts = (["%d streams" % a.streams] if a.streams != 1 else []) + (["no SYNC"] if a.no_sync else [])
+    return "; " + ", ".join(parts) if parts else ""
 
 
 def save_raw(raw, out):
