@@ -223,7 +223,8 @@ def main():
                 raw.append({"round": r, "system": "plain %s (window 8)" % flavour,
                             "workload": "pingpong", "size": 8388608, "value": float(row["value"]),
                             "unit": "GB/s", "flag_us": flag, "cores": cores})
-        save_raw(raw, a.out)  # after every round: a run cut short keeps its finished rounds
+        if raw:  # after every round: a run cut short keeps its finished rounds
+            save_raw(raw, a.out)
     if a.mode == "overlap":
         report_overlap(raw, a.out, a.bandwidth_csv, time.time() - start)
     else:
