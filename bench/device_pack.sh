@@ -1,14 +1,13 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
 # Packs what bench/scaling.py, bench/kmer_bench.py, bench/cholesky_bench.py and
-# bench/taskbench.py need on a
-# borrowed many-core machine that has neither Weft's build nor an MPI (the lent device
-# machine): Weft's benchmark, k-mer and Cholesky binaries from a build, Debian's MPICH with
-# its hydra launcher and UCX, OpenBLAS, ScaLAPACK and jellyfish, into .dev/ (ignored by git;
-# about 105 MiB), and that folder compressed into .dev.tar.xz (about 20 MiB, under the
-# 64 MiB a device call carries). Carry .dev.tar.xz; there, from the repository root,
-# bash bench/device_run.sh scaling|kmer|cholesky|taskbench [that script's arguments] unpacks it
-# first.
+# bench/taskbench.py need on a borrowed many-core machine that has neither Weft's build nor
+# an MPI (the lent device machine): Weft's benchmark, task-benchmark, k-mer and Cholesky
+# binaries from a build, Debian's MPICH with its hydra launcher and UCX, OpenBLAS, ScaLAPACK
+# and jellyfish, into .dev/ (ignored by git; about 105 MiB), and that folder compressed into
+# .dev.tar.xz (about 20 MiB, under the 64 MiB a device call carries). Carry .dev.tar.xz;
+# there, from the repository root, bash bench/device_run.sh
+# scaling|kmer|cholesky|taskbench|overlap [that script's arguments] unpacks it first.
 #   bench/device_pack.sh [build-bench]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
