@@ -4,11 +4,12 @@
 // to set one duration against another.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <x86intrin.h>
+#else
+#include "util/clock.hpp"
 #endif
 
 namespace weft::util {
@@ -17,9 +18,7 @@ inline uint64_t ticks() {
 #if defined(__x86_64__) || defined(__i386__)
   return __rdtsc();
 #else
-  return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                      std::chrono::steady_clock::now().time_since_epoch())
-                      .count());
+  return uint64_t(now_ns());
 #endif
 }
 

@@ -198,6 +198,12 @@ struct get_request_msg {
 };
 
 inline constexpr size_t put_small_note = 16;  // the note's bytes before the put's extent
+// How the core's note of a put ends: the region's bytes written, which put_small_msg leaves
+// out and the target puts back.
+struct put_extent {
+  uint64_t addr;
+  uint64_t size;
+};
 
 // A notified put small enough to travel in its cell: the target checks the region, copies
 // the data in and delivers the note in its progress, then acknowledges; no system call.

@@ -269,10 +269,10 @@ bool shm_device::handle_other_cell(sink& s, const cell_header* c, const char* da
       if (c->len < sizeof(m) || c->len - sizeof(m) > put_small_data) break;
       memcpy(&m, data, sizeof(m));
       const uint64_t size = c->len - sizeof(m);
-      char note[put_small_note + 16];  // the note whole again: its head, then the extent
+      char note[put_small_note + sizeof(put_extent)];  // the note whole again
+      const put_extent e{m.remote_addr, size};
       memcpy(note, m.note_head, put_small_note);
-      memcpy(note + put_small_note, &m.remote_addr, 8);
-      memcpy(note + put_small_note + 8, &size, 8);
+      memcpy(note + put_small_note, &e, sizeof(e));
       return apply_put_inline(s, src, m.remote_addr, rkey_t{m.key, 0}, m.ctx, note, sizeof(note),
                               data + sizeof(m), size);
     }

@@ -130,9 +130,10 @@ namespace {
 // Whether a put goes as put_small_msg: a few bytes, a key of generation 0, and a note that
 // ends with the put's own address and size (the core's notes of puts do).
 bool fits_small(size_t size, uint64_t remote_addr, rkey_t k, const void* note, size_t note_len) {
-  if (size > put_small_data || note_len != put_small_note + 16 || k.generation) return false;
-  const uint64_t extent[2] = {remote_addr, size};
-  return memcmp(static_cast<const char*>(note) + put_small_note, extent, 16) == 0;
+  if (size > put_small_data || note_len != put_small_note + sizeof(put_extent) || k.generation)
+    return false;
+  const put_extent e{remote_addr, size};
+  return memcmp(static_cast<const char*>(note) + put_small_note, &e, sizeof(e)) == 0;
 }
 }  // namespace
 
@@ -156,11 +157,10 @@ bool shm_device::put_inline(int rank, const void* src, size_t size, uint64_t rem
     sent = enqueue(rank, kind_put_inline, &m, sizeof(m), src, size);
   }
   if (sent) return true;
-  take_put(rank, c);
-  if (small) {  // refused: posted again later, counted then
-    util::lock_guard<util::spinlock> g(gets_lock_);
-    bump_puts_small(-1);
-  }
+  // Refused: forgotten, and counted again when it is posted again.
+  util::lock_guard<util::spinlock> g(gets_lock_);
+  puts_.take(rank, c);
+  if (small) bump_puts_small(-1);
   return false;
 }
 
