@@ -37,6 +37,13 @@ class bloom2 {
     const uint64_t m = bits(k);
     return (layer_[1][h & (words_ - 1)].load(std::memory_order_relaxed) & m) == m;
   }
+  // Starts bringing in the word that insert (pass 0) or repeated (pass 1) reads first.
+  void prefetch(int pass, uint64_t h) const {
+    if (pass == 0)
+      __builtin_prefetch(&layer_[0][h & (words_ - 1)], 1);
+    else
+      __builtin_prefetch(&layer_[1][h & (words_ - 1)], 0);
+  }
 
  private:
   // A blocked filter: all of a k-mer's bits lie in one word, so one atomic or sets them and

@@ -50,18 +50,21 @@ struct job {
 };
 job* g;
 
-// Phase 0 fills the filter, phase 1 counts (table.hpp).
-void apply(int phase, const mer_t& k, uint64_t h) {
-  kmer::apply(phase, g->o.exact, g->bloom.get(), g->table.get(), k, h);
+// Phase 0 fills the filter, phase 1 counts (table.hpp), a few k-mers behind their
+// arrival, each one's line prefetched meanwhile.
+kmer::apply_pipe new_pipe() {
+  return kmer::apply_pipe(g->o.exact, g->bloom.get(), g->table.get());
 }
 
 void handle_batch(const char* p, size_t size) {
   uint32_t phase;
   std::memcpy(&phase, p, 4);
+  kmer::apply_pipe pipe = new_pipe();
   for (size_t at = batch_header; at + g->kb <= size; at += g->kb) {
     const mer_t k = get_key(p + at, g->kb);
-    apply(int(phase), k, hash(k));
+    pipe.push(int(phase), k, hash(k));
   }
+  pipe.drain();  // counted before the batch is
   g->received[phase].fetch_add(1, std::memory_order_release);
 }
 
@@ -170,6 +173,7 @@ struct sender {
   comm* c;  // null: a funneled worker
   std::vector<std::vector<char>> bufs;
   std::vector<size_t> fill;
+  kmer::apply_pipe local = new_pipe();  // this rank's own k-mers
   explicit sender(comm* cm)
       : c(cm),
         bufs(size_t(g->n), std::vector<char>(g->o.buffer)),
@@ -195,7 +199,7 @@ struct sender {
   }
   void add(const mer_t& k, uint64_t h) {
     const int dest = owner(h, g->n);
-    if (dest == g->me) return apply(phase, k, h);
+    if (dest == g->me) return local.push(phase, k, h);
     put_key(bufs[dest].data() + fill[dest], k, g->kb);
     if ((fill[dest] += g->kb) + g->kb > g->o.buffer) flush(dest);
   }
@@ -221,6 +225,7 @@ void produce(sender& out, int t) {
         if (g->funneled) pump(*out.c);
       },
       &reads, &kmers);
+  out.local.drain();
   for (int d = 0; d < g->n; ++d) out.flush(d);
   if (out.phase == 1) {
     g->reads.fetch_add(reads);

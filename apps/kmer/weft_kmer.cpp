@@ -50,9 +50,10 @@ struct job {
 };
 job* g;
 
-// Phase 0 fills the filter, phase 1 counts (table.hpp).
-void apply(int phase, const mer_t& k, uint64_t h) {
-  kmer::apply(phase, g->o.exact, g->bloom.get(), g->table.get(), k, h);
+// Phase 0 fills the filter, phase 1 counts (table.hpp), a few k-mers behind their
+// arrival, each one's line prefetched meanwhile.
+kmer::apply_pipe new_pipe() {
+  return kmer::apply_pipe(g->o.exact, g->bloom.get(), g->table.get());
 }
 
 // Every arriving active message, on the thread whose progress call delivered it.
@@ -61,10 +62,12 @@ void on_message(weft::status_t s) {
   if (s.tag == tag_batch) {
     uint32_t phase;
     std::memcpy(&phase, p, 4);
+    kmer::apply_pipe pipe = new_pipe();
     for (size_t at = batch_header; at + g->kb <= s.size; at += g->kb) {
       const mer_t k = get_key(p + at, g->kb);
-      apply(int(phase), k, hash(k));
+      pipe.push(int(phase), k, hash(k));
     }
+    pipe.drain();  // counted before the batch is
     g->received[phase].fetch_add(1, std::memory_order_release);
   } else if (s.tag == tag_end) {
     uint64_t v[2];
@@ -117,6 +120,7 @@ struct sender {
   std::vector<size_t> fill;
   weft::comp_t done = weft::alloc_sync();
   weft::comp_t cq = weft::alloc_cq();
+  kmer::apply_pipe local = new_pipe();  // this rank's own k-mers
   sender() : bufs(size_t(g->n)), fill(size_t(g->n), batch_header) {
     for (int d = 0; d < g->n; ++d)
       if (d != g->me) bufs[d] = packets ? new_packet() : plain();
@@ -189,7 +193,7 @@ struct sender {
   }
   void add(const mer_t& k, uint64_t h) {
     const int dest = owner(h, g->n);
-    if (dest == g->me) return apply(phase, k, h);
+    if (dest == g->me) return local.push(phase, k, h);
     put_key(bufs[dest] + fill[dest], k, g->kb);
     if ((fill[dest] += g->kb) + g->kb > g->o.buffer) flush(dest);
   }
@@ -201,6 +205,7 @@ void produce(sender& out, int t) {
   read_share(
       g->files, g->me * g->o.threads + t, g->n * g->o.threads, g->o.k,
       [&](const mer_t& k, uint64_t h) { out.add(k, h); }, [] { weft::progress(); }, &reads, &kmers);
+  out.local.drain();
   for (int d = 0; d < g->n; ++d) out.flush(d);
   if (out.phase == 1) {
     g->reads.fetch_add(reads);
