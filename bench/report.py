@@ -571,15 +571,16 @@ def kmer():
     and pointers to the 16-core and four-round runs with their ratios."""
     extra = ["![k-mer counting throughput](img/kmer_throughput.png)", "",
              "![aggregation buffer](img/kmer_buffer.png)", ""]
-    mpi, jelly = (column_range("kmer_device_rerun", h) for h in ("Weft / best MPI", "Weft / jellyfish"))
+    mpi, jelly = (column_range("kmer_device_1128", h) for h in ("Weft / best MPI", "Weft / jellyfish"))
     comm = column_range("kmer_comm", "Weft / best MPI")
     if mpi and jelly:
-        extra += ["On the lent 16-core machine (`bench/device_run.sh kmer`, `bench/results/kmer_device_rerun.md`): "
+        extra += ["On the lent 16-core machine (`bench/device_run.sh kmer`, `bench/results/kmer_device_1128.md`): "
                   "Weft %sx the better MPI version, %sx jellyfish: "
                   "[kmer.md](kmer.md#on-16-cores-the-lent-machine)." % (mpi, jelly), ""]
     if comm:
-        extra += ["The communicating rows here over four rounds (`bench/results/kmer_comm.md`): Weft %sx the best "
-                  "MPI version: [kmer.md](kmer.md#the-communicating-rows-again-four-rounds)." % comm, ""]
+        extra += ["The communicating rows here over four rounds, before the cheaper counting table "
+                  "(`bench/results/kmer_comm.md`): Weft %sx the best MPI version: "
+                  "[kmer.md](kmer.md#the-communicating-rows-again-four-rounds)." % comm, ""]
     return recorded("k-mer counting", KMER_INTRO, "kmer", extra)
 
 
