@@ -331,6 +331,26 @@ def per_round(raw, configs):
     return out
 
 
+def per_version(raw, configs):
+    """{(ranks, threads): {MPI version: [Weft / that version, per round]}} at the default
+    buffer. Against each version alone: the per-round best of several versions is the best
+    of several draws of a noisy machine, which beats any one program most of the time even
+    when all run the same code (the 1 x 1 row)."""
+    out = {}
+    for ranks, th in configs:
+        rows = [x for x in raw if x["ranks"] == ranks and x["threads"] == th and
+                x["buffer"] == 8192 and x["mkmers_per_s"] != ""]
+        by = {}
+        for r in sorted({x["round"] for x in rows}):
+            got = {x["system"]: x["mkmers_per_s"] for x in rows if x["round"] == r}
+            for s, v in got.items():
+                if "weft" in got and not s.startswith("weft") and s != "jellyfish":
+                    by.setdefault(s, []).append(got["weft"] / v)
+        if by:
+            out[(ranks, th)] = by
+    return out
+
+
 def report(raw, a, seconds, name):
     """The table (NAME.md) and plots; `seconds` None: from a raw CSV (its cores, date, length)."""
     cores = raw[0].get("cores") or os.cpu_count()
@@ -384,6 +404,14 @@ def report(raw, a, seconds, name):
             "%d x %d %s (ahead in %d of %d)" % (r, t, ", ".join("%.2f" % v for v in vs),
                                                sum(v > 1 for v in vs), len(vs))
             for (r, t), vs in rounds.items()) + "."]
+    versions = per_version(raw, configs)
+    if versions and max(len(vs) for by in versions.values() for vs in by.values()) > 1:
+        lines += ["", "Weft / each MPI version alone, the median of the per-round ratios (rounds "
+                  "ahead): " + "; ".join(
+                      "%d x %d: %s" % (r, t, ", ".join(
+                          "%s %.2f (%d of %d)" % (s, statistics.median(vs), sum(v > 1 for v in vs),
+                                                  len(vs)) for s, vs in sorted(by.items())))
+                      for (r, t), by in versions.items()) + "."]
     swept = [(x["ranks"], x["threads"]) for x in raw if x["buffer"] != 8192]
     sr, st = swept[0] if swept else (2, 1)
     sweep = sorted({x["buffer"] for x in raw if x["ranks"] == sr and x["threads"] == st and

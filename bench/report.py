@@ -572,15 +572,17 @@ def kmer():
     extra = ["![k-mer counting throughput](img/kmer_throughput.png)", "",
              "![aggregation buffer](img/kmer_buffer.png)", ""]
     mpi, jelly = (column_range("kmer_device_1128", h) for h in ("Weft / best MPI", "Weft / jellyfish"))
-    comm = column_range("kmer_comm", "Weft / best MPI")
+    comm = column_range("kmer_comm_1128c", "Weft / best MPI")
     if mpi and jelly:
         extra += ["On the lent 16-core machine (`bench/device_run.sh kmer`, `bench/results/kmer_device_1128.md`): "
                   "Weft %sx the better MPI version, %sx jellyfish: "
                   "[kmer.md](kmer.md#on-16-cores-the-lent-machine)." % (mpi, jelly), ""]
     if comm:
-        extra += ["The communicating rows here over four rounds, before the cheaper counting table "
-                  "(`bench/results/kmer_comm.md`): Weft %sx the best MPI version: "
-                  "[kmer.md](kmer.md#the-communicating-rows-again-four-rounds)." % comm, ""]
+        extra += ["The communicating rows here over eight rounds (`bench/results/kmer_comm_1128c.md`): Weft %sx "
+                  "the best MPI version by the medians (the lowest on 1 x 2, one rank, where neither program "
+                  "sends a batch); what that says: "
+                  "[kmer.md](kmer.md#the-communicating-rows-eight-rounds-with-the-cheaper-table-2026-11-28)."
+                  % comm, ""]
     return recorded("k-mer counting", KMER_INTRO, "kmer", extra)
 
 
