@@ -568,7 +568,7 @@ def bold_figure(name, prefix):
 
 def kmer():
     """The k-mer counting section: bench/results/kmer.md, when bench/kmer_bench.py wrote it,
-    and pointers to the 16-core and four-round runs with their ratios."""
+    and pointers to the 16-core and eight-round runs with their ratios."""
     extra = ["![k-mer counting throughput](img/kmer_throughput.png)", "",
              "![aggregation buffer](img/kmer_buffer.png)", ""]
     mpi, jelly = (column_range("kmer_device_1128", h) for h in ("Weft / best MPI", "Weft / jellyfish"))

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // What the Weft and MPI versions of the k-mer counter share: the command line, the inputs
 // cut into one byte range per (rank, thread), the owner of a k-mer, batches of k-mers on the
-// wire, and the histogram in `jellyfish histo`'s format.
+// wire and their counting, and the histogram in `jellyfish histo`'s format.
 #ifndef WEFT_APPS_KMER_COMMON_HPP
 #define WEFT_APPS_KMER_COMMON_HPP
 
@@ -15,6 +15,7 @@
 
 #include "fastq.hpp"
 #include "kmer.hpp"
+#include "table.hpp"
 
 namespace kmer {
 
@@ -84,6 +85,19 @@ inline mer_t get_key(const char* at, size_t kb) {
   return key;
 }
 constexpr size_t batch_header = 8;
+
+// Counts an arrived batch (its phase word, then keys) through `pipe`, every key in before it
+// returns; returns the batch's phase.
+inline uint32_t apply_batch(const char* p, size_t size, size_t kb, apply_pipe& pipe) {
+  uint32_t phase;
+  std::memcpy(&phase, p, 4);
+  for (size_t at = batch_header; at + kb <= size; at += kb) {
+    const mer_t k = get_key(p + at, kb);
+    pipe.push(int(phase), k, hash(k));
+  }
+  pipe.drain();
+  return phase;
+}
 
 // The threads of one rank meeting: each waits until all `nthreads` have arrived, calling
 // spin() meanwhile. Both programs serve their arrivals there, so that a thread that has read

@@ -57,14 +57,8 @@ kmer::apply_pipe new_pipe() {
 }
 
 void handle_batch(const char* p, size_t size) {
-  uint32_t phase;
-  std::memcpy(&phase, p, 4);
   kmer::apply_pipe pipe = new_pipe();
-  for (size_t at = batch_header; at + g->kb <= size; at += g->kb) {
-    const mer_t k = get_key(p + at, g->kb);
-    pipe.push(int(phase), k, hash(k));
-  }
-  pipe.drain();  // counted before the batch is
+  const uint32_t phase = apply_batch(p, size, g->kb, pipe);  // counted before the batch is
   g->received[phase].fetch_add(1, std::memory_order_release);
 }
 

@@ -33,13 +33,14 @@ class count_table {
       : shards_(nshards), mem_(reserve_for(expected), first_bytes(expected)) {
     const size_t first = first_slots(expected);
     for (shard& s : shards_) {
-      s.cap = first;
       s.mask.store(first - 1, std::memory_order_relaxed);
       s.slots.store(take(first), std::memory_order_relaxed);
     }
   }
-  ~count_table() {
-    for (shard& s : shards_) drop(s.slots.load(std::memory_order_relaxed));
+  ~count_table() {  // the arena unmaps its own; what came from calloc is freed here
+    for (shard& s : shards_)
+      if (!mem_.owns(s.slots.load(std::memory_order_relaxed)))
+        std::free(s.slots.load(std::memory_order_relaxed));
   }
   count_table(const count_table&) = delete;
   count_table& operator=(const count_table&) = delete;
@@ -50,8 +51,8 @@ class count_table {
     for (int spins = 0; s.lock.test_and_set(std::memory_order_acquire);)
       if (++spins % 64 == 0)
         std::this_thread::yield();  // a holder descheduled: more threads than cores
-    if (5 * (s.used + 1) > 4 * s.cap) grow(s);
-    slot& e = find(s.slots.load(std::memory_order_relaxed), s.cap, k, h);
+    if (5 * (s.used + 1) > 4 * s.cap()) grow(s);
+    slot& e = find(s.slots.load(std::memory_order_relaxed), s.cap(), k, h);
     if (!e.count) {
       e.key = k;
       ++s.used;
@@ -74,7 +75,7 @@ class count_table {
     std::map<uint64_t, uint64_t> h;
     for (size_t i = part * nshards / nparts; i < (part + 1) * nshards / nparts; ++i) {
       const slot* a = shards_[i].slots.load(std::memory_order_relaxed);
-      for (size_t j = 0; j < shards_[i].cap; ++j)
+      for (size_t j = 0; j < shards_[i].cap(); ++j)
         if (a[j].count) ++h[a[j].count];
     }
     return h;
@@ -101,9 +102,11 @@ class count_table {
   struct shard {
     std::atomic_flag lock = ATOMIC_FLAG_INIT;
     size_t used = 0;
-    size_t cap = 0;  // slots, a power of two; written under the lock
     std::atomic<slot*> slots{nullptr};
-    std::atomic<size_t> mask{0};  // cap - 1, for prefetch's unlocked read
+    // Slots - 1 (a power of two, less one): written under the lock, read without it by
+    // prefetch.
+    std::atomic<size_t> mask{0};
+    size_t cap() const { return mask.load(std::memory_order_relaxed) + 1; }
   };
 
   // A shard's first capacity: twice its share of the expected k-mers, a power of two.
@@ -126,11 +129,12 @@ class count_table {
     if (!p && !(p = std::calloc(n, sizeof(slot)))) throw std::bad_alloc();
     return static_cast<slot*>(p);
   }
-  void drop(slot* a, size_t n = 0) {
-    if (!mem_.owns(a))
-      std::free(a);
-    else if (n)
+  // An array of n slots no longer used: its pages back to the kernel, or to calloc.
+  void release(slot* a, size_t n) {
+    if (mem_.owns(a))
       arena::give_back(a, n * sizeof(slot));
+    else
+      std::free(a);
   }
 
   static slot& find(slot* a, size_t cap, const mer_t& k, uint64_t h) {
@@ -141,14 +145,13 @@ class count_table {
 
   void grow(shard& s) {
     slot* old = s.slots.load(std::memory_order_relaxed);
-    const size_t n = s.cap;
+    const size_t n = s.cap();
     slot* a = take(2 * n);
     for (size_t i = 0; i < n; ++i)
       if (old[i].count) find(a, 2 * n, old[i].key, hash(old[i].key)) = old[i];
-    s.cap = 2 * n;
     s.mask.store(2 * n - 1, std::memory_order_relaxed);
     s.slots.store(a, std::memory_order_relaxed);
-    drop(old, n);
+    release(old, n);
   }
 
   std::vector<shard> shards_;
@@ -167,7 +170,8 @@ inline void apply(int pass, bool exact, bloom2* bloom, count_table* table, const
 
 // Applies k-mers `depth` behind their arrival, prefetching each one's filter word or table
 // line as it arrives: a thread counting a batch then waits for several misses at once.
-// One per thread (or per batch); drain() before the pass changes or the k-mers must be in.
+// One per thread (or per batch); drain() when the k-mers must be in (push drains by itself
+// when the pass changes).
 class apply_pipe {
  public:
   apply_pipe(bool exact, bloom2* bloom, count_table* table)

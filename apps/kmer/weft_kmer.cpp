@@ -60,14 +60,8 @@ kmer::apply_pipe new_pipe() {
 void on_message(weft::status_t s) {
   const char* p = static_cast<const char*>(s.buf);
   if (s.tag == tag_batch) {
-    uint32_t phase;
-    std::memcpy(&phase, p, 4);
     kmer::apply_pipe pipe = new_pipe();
-    for (size_t at = batch_header; at + g->kb <= s.size; at += g->kb) {
-      const mer_t k = get_key(p + at, g->kb);
-      pipe.push(int(phase), k, hash(k));
-    }
-    pipe.drain();  // counted before the batch is
+    const uint32_t phase = apply_batch(p, s.size, g->kb, pipe);  // counted before the batch is
     g->received[phase].fetch_add(1, std::memory_order_release);
   } else if (s.tag == tag_end) {
     uint64_t v[2];

@@ -46,6 +46,16 @@ TEST(KmerArena, TakesZeroedAlignedSlicesUntilTheReservationEnds) {
   EXPECT_FALSE(a.owns(&x));
 }
 
+TEST(KmerArena, GivesBackTheWholePagesInsideASliceAndNothingElse) {
+  kmer::arena a(size_t(4) << 20, size_t(4) << 20);
+  char* p = static_cast<char*>(a.take(5 * 4096));
+  ASSERT_NE(p, nullptr);
+  std::memset(p, 7, 5 * 4096);
+  kmer::arena::give_back(p + 100, 3 * 4096);  // [100, 12388): only the pages at 4096, 8192
+  for (size_t i = 0; i < 5 * 4096; ++i)
+    ASSERT_EQ(p[i], i >= 4096 && i < 3 * 4096 ? 0 : 7) << "byte " << i;
+}
+
 TEST(KmerTable, CountsEqualAPlainMapThroughGrowthAndPastTheReservation) {
   // Expecting nothing: 16 slots a shard, a reservation of 8x that, so the shards grow many
   // times and their later arrays come from calloc.
