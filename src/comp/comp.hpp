@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -12,9 +13,23 @@
 #include "util/sharded_queue.hpp"
 #include "util/small_copy.hpp"
 #include "util/spinlock.hpp"
+#include "util/wide_store.hpp"
 #include "weft/types.hpp"
 
 namespace weft::impl {
+
+// Writes a status about to be signalled: in the widths its copies read it back (a queue's
+// entry, a handler's argument), see util/wide_store.hpp.
+static_assert(offsetof(status_t, rank) == 4 && offsetof(status_t, tag) == 8 &&
+              offsetof(status_t, buf) == 16 && offsetof(status_t, size) == 24 &&
+              offsetof(status_t, user_context) == 32 && sizeof(error_t) == 4);
+[[gnu::always_inline]] inline void store_status(status_t& s, errorcode_t e, int rank, tag_t tag,
+                                                void* buf, size_t size, void* user_context) {
+  auto* p = reinterpret_cast<char*>(&s);
+  util::store16(p, util::pair_word(uint32_t(e), uint32_t(rank)), uint64_t(tag));
+  util::store16(p + 16, util::word_of(buf), uint64_t(size));
+  s.user_context = user_context;
+}
 
 // Kinds from `graph` on cannot be an operation's completion object (post refuses them).
 enum class comp_kind : uint8_t { sync, cq, handler, internal, custom, cont, graph, cont_request };
@@ -86,10 +101,9 @@ class cq_impl final : public comp_impl {
   // on the thread that takes the message and will free it. Allocated in progress instead,
   // a window of messages outgrows glibc's per-thread cache (7 chunks of a size) and every
   // chunk past it takes the arena's slower path twice; see docs/concepts.md.
-  [[gnu::always_inline]] bool signal_inline(const status_t& s, const void* data, size_t n) {
+  [[gnu::always_inline]] bool signal_inline(int rank, tag_t tag, const void* data, size_t n) {
     return q_.push_with([&](entry& e) {
-      e.s = s;
-      e.s.buf = &inline_tag;
+      store_status(e.s, errorcode_t::done, rank, tag, &inline_tag, n, nullptr);
       util::small_copy(e.data, data, n);
     });
   }

@@ -180,21 +180,18 @@ bool device_impl::deliver_am(int rank, const wire_header& h, const char* data, s
     return true;
   }
   status_t s;
-  s.error = errorcode_t::done;
-  s.rank = rank;
-  s.tag = h.tag();
-  s.size = size;
+  const tag_t tag = h.tag();
   // A small message for a completion queue waits in its entry.
   comp_impl* c = e->comp;
   if (size <= cq_inline_max && !e->packet_delivery && c->kind == comp_kind::cq &&
       !e->alloc.allocate) {
-    if (!static_cast<cq_impl*>(c)->signal_inline(s, data, size)) return false;
+    if (!static_cast<cq_impl*>(c)->signal_inline(rank, tag, data, size)) return false;
     counters.add_two(counter_t::received_eager, counter_t::bytes_received, size);
     return true;
   }
   // Lent where it arrived, for the handler's call (register_rcomp made sure of the kind).
   if (e->in_place) {
-    s.buf = const_cast<char*>(data);
+    store_status(s, errorcode_t::done, rank, tag, const_cast<char*>(data), size, nullptr);
     static_cast<handler_impl*>(c)->signal(s);
     counters.add_two(counter_t::received_eager, counter_t::bytes_received, size);
     return true;
@@ -205,7 +202,7 @@ bool device_impl::deliver_am(int rank, const wire_header& h, const char* data, s
   if (!buf) buf = e->allocate(size);
   if (!buf) return false;
   util::small_copy(buf, data, size);
-  s.buf = buf;
+  store_status(s, errorcode_t::done, rank, tag, buf, size, nullptr);
   if (signal_comp(c, s)) {
     counters.add_two(counter_t::received_eager, counter_t::bytes_received, size);
     return true;
@@ -317,12 +314,8 @@ bool device_impl::arrive_send(int rank, const wire_header& h, const char* data, 
     size_t n = std::min(r->size, size);
     if (n) memcpy(r->buf, data, n);
     status_t s;
-    s.error = size > r->size ? errorcode_t::error_truncated : errorcode_t::done;
-    s.rank = rank;
-    s.tag = h.tag();
-    s.buf = r->buf;
-    s.size = n;
-    s.user_context = r->user_context;
+    store_status(s, size > r->size ? errorcode_t::error_truncated : errorcode_t::done, rank,
+                 h.tag(), r->buf, n, r->user_context);
     comp_impl* c = r->comp;
     bool counted = r->counted;
     r->dev->slab.free(r);
@@ -421,11 +414,8 @@ bool device_impl::on_remote_notify(int rank, const void* data, size_t len) {
       return true;
     }
     status_t s;
-    s.error = errorcode_t::done;
-    s.rank = rank;
-    s.tag = n.tag();
-    s.buf = reinterpret_cast<void*>(n.addr);
-    s.size = n.size;
+    store_status(s, errorcode_t::done, rank, n.tag(), reinterpret_cast<void*>(n.addr), n.size,
+                 nullptr);
     return !e->comp || signal_comp(e->comp, s);
   }
   wire_error(rank, "malformed notification of type " + std::to_string(type) + " and length " +
@@ -435,12 +425,7 @@ bool device_impl::on_remote_notify(int rank, const void* data, size_t len) {
 
 void device_impl::finish_request(request* q, errorcode_t code) {
   status_t st;
-  st.error = code;
-  st.rank = q->rank;
-  st.tag = q->tag;
-  st.buf = q->buf;
-  st.size = q->size;
-  st.user_context = q->user_context;
+  store_status(st, code, q->rank, q->tag, q->buf, q->size, q->user_context);
   // An active message that failed half-way (its sender died, or refused it) reaches its
   // queue as an error with no buffer: what had arrived is freed here, since a program that
   // frees the buffers of the messages it takes would not expect one with an error.

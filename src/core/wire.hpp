@@ -3,6 +3,7 @@
 // version, the type and the length before it reads anything else.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 
 #include "weft/types.hpp"
@@ -37,6 +38,18 @@ struct wire_header {
   tag_t tag() const { return tag_t(tag_hi) << 32 | tag_lo; }
 };
 static_assert(sizeof(wire_header) == 16);
+
+// The header's two little-endian words, from its fields (in registers, not through memory):
+// what util::store16 writes in one store (see util/wide_store.hpp).
+static_assert(std::endian::native == std::endian::little, "wire_header's words assume it");
+struct header_words {
+  uint64_t lo, hi;
+};
+inline header_words words_of(const wire_header& h) {
+  return {uint64_t(h.version) | uint64_t(h.type) << 8 | uint64_t(h.policy) << 16 |
+              uint64_t(h.flags) << 24 | uint64_t(h.tag_lo) << 32,
+          uint64_t(h.target) | uint64_t(h.tag_hi) << 32};
+}
 
 // The header of an eager message: an active message to remote completion `target`, or a
 // send to matching engine `target` under `policy` (post_out and post_short both build it
