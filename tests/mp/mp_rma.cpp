@@ -193,6 +193,55 @@ int scenario_rma_small() {
   return finish("rma_small");
 }
 
+// The target of small notified puts acknowledges them at its next poll or send, not from
+// the poll that applied them (docs/shm.md). Rank 0 takes the notifications of a put from
+// every other rank and finalizes at once, with no barrier and no further progress: the
+// devices it frees still send what they owe, and each initiator's put completes done.
+int scenario_rma_ack_at_fina() {
+  const int me = weft::get_rank_me(), n = weft::get_rank_n();
+  std::vector<unsigned char> region(size_t(n) * 8, 0);
+  weft::mr_t mr = weft::register_memory(region.data(), region.size());
+  weft::rmr_t mine = weft::get_rmr(mr), theirs{};
+  weft::comp_t rcq = weft::alloc_cq();
+  weft::rcomp_t rc = weft::register_rcomp(rcq);
+  weft::comp_t sync = weft::alloc_sync();
+  weft::status_t st;
+  if (me == 0) {
+    for (int r = 1; r < n; ++r)
+      if (!post_until([&] {
+             return weft::post_send(r, &mine, sizeof(mine), 902, sync);
+           }).error.is_done())
+        wait_sync(sync, &st);
+    for (int got = 1; got < n; ++got) {
+      weft::status_t t = wait_cq(rcq);
+      CHECK(t.error.is_done());
+      CHECK(t.buf == region.data() + size_t(t.rank) * 8);
+      CHECK_EQ(t.size, 8u);
+      CHECK_EQ(verify(region.data() + size_t(t.rank) * 8, 8, size_t(t.rank) + 40), SIZE_MAX);
+    }
+    weft::free_comp(&sync);
+    weft::g_runtime_fina();  // the acknowledgments owed leave with the devices
+    std::this_thread::sleep_for(std::chrono::seconds(2));  // alive, not progressing
+    return finish("rma_ack_at_fina");
+  }
+  if (!post_until([&] {
+         return weft::post_recv(0, &theirs, sizeof(theirs), 902, sync);
+       }).error.is_done())
+    wait_sync(sync, &st);
+  unsigned char buf[8];
+  fill(buf, 8, size_t(me) + 40);
+  st = post_until(
+      [&] { return weft::post_put_x(0, buf, 8, sync, size_t(me) * 8, theirs).remote_comp(rc)(); });
+  if (!st.error.is_done()) wait_sync(sync, &st);  // fails the test after its deadline
+  CHECK(st.error.is_done());
+  weft::free_comp(&sync);
+  weft::deregister_rcomp(rc);
+  weft::free_comp(&rcq);
+  weft::deregister_memory(&mr);
+  weft::g_runtime_fina();
+  return finish("rma_ack_at_fina");
+}
+
 int scenario_rma_alloc() {
   return run_rma(true);
 }

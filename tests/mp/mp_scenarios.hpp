@@ -18,6 +18,7 @@ int scenario_rma_farewell();
 int scenario_rma_threads();
 int scenario_rma_notes();
 int scenario_rma_small();
+int scenario_rma_ack_at_fina();
 int scenario_rma_big();
 int scenario_graph();
 int scenario_lists();

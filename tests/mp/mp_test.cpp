@@ -901,6 +901,7 @@ int main(int argc, char** argv) {
       {"rma_threads", scenario_rma_threads},
       {"rma_notes", scenario_rma_notes},
       {"rma_small", scenario_rma_small},
+      {"rma_ack_at_fina", scenario_rma_ack_at_fina},
       {"rma_big", scenario_rma_big},
       {"graph", scenario_graph},
       {"lists", scenario_lists},
@@ -945,7 +946,8 @@ int main(int argc, char** argv) {
     weft::g_runtime_init();
     g_rank = weft::get_rank_me();
     int rc = it->second();
-    if (s != "errors" && s != "rma_farewell" && s != "last_words") {  // these finalize themselves
+    if (s != "errors" && s != "rma_farewell" && s != "last_words" &&
+        s != "rma_ack_at_fina") {  // these finalize themselves
       weft::barrier();
       weft::g_runtime_fina();
     }

@@ -85,7 +85,12 @@ bool shm_device::enqueue_inline(int rank, uint8_t kind, const void* a, size_t al
   const uint64_t bit = uint64_t(1) << li;
   if (!(p.bell_->lanes_used.load(std::memory_order_relaxed) & bit)) [[unlikely]]
     p.bell_->lanes_used.fetch_or(bit, std::memory_order_seq_cst);
-  return publish(p, ln, kind, a, alen, b, blen);
+  if (!publish(p, ln, kind, a, alen, b, blen)) return false;
+  // Acknowledgments this device owes leave at its next poll, or here, after this cell (a
+  // program that answers a put's note sends before it polls again).
+  if (!acks_.empty()) [[unlikely]]
+    send_acks();
+  return true;
 }
 
 // Wakes whoever sleeps on a peer's device: futex sleepers and descriptor sleepers.
@@ -441,6 +446,8 @@ size_t shm_device::poll_lanes(sink& s, uint64_t used, size_t max) {
 }
 
 size_t shm_device::poll(sink& s, size_t max) {
+  if (!acks_.empty()) [[unlikely]]
+    send_acks();
   const uint64_t used = own_bell_->lanes_used.load(std::memory_order_acquire);
   size_t n = 0;
   // Answers first: they complete this rank's own operations. Same line as lanes_used.
@@ -466,7 +473,8 @@ size_t shm_device::poll(sink& s, size_t max) {
 // Several threads may sleep on one device: each arms the bell (a read-modify-write, so it
 // is ordered against the producers' claims), and the waking producer wakes them all.
 uint32_t shm_device::arm_bell(uint32_t bit) {
-  if (!outgoing_.empty() || !incoming_.empty() || !events_.empty()) return 0;  // work in hand
+  if (!outgoing_.empty() || !incoming_.empty() || !events_.empty() || !acks_.empty())
+    return 0;  // work in hand
   const uint32_t armed = own_bell_->armed.fetch_or(bit, std::memory_order_seq_cst) | bit;
   auto busy = [](const lane& ln) {
     return ln.tail->value.load(std::memory_order_seq_cst) !=

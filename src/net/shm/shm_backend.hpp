@@ -169,7 +169,7 @@ class shm_device final : public device {
     size_t keep = SIZE_MAX;  // data ahead into a shorter buffer: bytes past it dropped
   };
   struct local_event {
-    enum kind_t { put_done, get_done, notify, put_ack, split_done } kind;
+    enum kind_t { put_done, get_done, notify, split_done } kind;
     int rank;
     void* ctx;  // notify: the put or get (then) that completes once the note is sent
     bool ok;
@@ -177,6 +177,13 @@ class shm_device final : public device {
     char note[max_note_size];
     kind_t then = put_done;
     uint8_t note_kind = kind_notify;  // notify: kind_data_note for rendezvous data's
+  };
+  // The acknowledgment of an inline put this device applied (apply_put_inline), sent at the
+  // start of its next poll (send_acks).
+  struct pending_ack {
+    int rank;
+    uint32_t ok;
+    uint64_t ctx;
   };
   struct pending_get {  // a pipelined get of ours, waiting for the target's stream
     int rank;
@@ -243,6 +250,8 @@ class shm_device final : public device {
   void send_note_then(int rank, const void* note, size_t len, local_event::kind_t then, void* ctx,
                       uint8_t kind);
   void log_refusal(const char* op, int rank, rkey_t k, uint64_t addr, size_t size, const char* why);
+  // Sends the acknowledgments in acks_ that the initiators' answer lanes have room for.
+  void send_acks();
   // `data`: the core's rendezvous data, into a buffer the target named (nothing to check).
   void direct_access(bool write, int rank, void* local, size_t size, uint64_t remote_addr, rkey_t k,
                      const void* note, size_t note_len, void* ctx, bool data = false);
@@ -352,6 +361,7 @@ class shm_device final : public device {
   work_list<incoming_put> incoming_;
   work_list<local_event> events_;
   work_list<deferred> deferred_;
+  work_list<pending_ack> acks_;
   util::spinlock gets_lock_;  // also guards puts_
   std::vector<pending_get> gets_;
   put_ring puts_;  // our inline puts, awaiting their acknowledgments

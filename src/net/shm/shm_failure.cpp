@@ -37,7 +37,7 @@ void shm_device::forget_peer(int rank) {
     return true;
   });
   // A note the dead peer will never take: its operation fails (the data went, the note not);
-  // an answer it will never read (put_ack, split_done) is dropped.
+  // an answer it will never read (split_done, a put's acknowledgment) is dropped.
   events_.remove_if([rank](local_event& e) {
     if (e.rank != rank) return false;
     if (e.kind == local_event::notify) {
@@ -45,8 +45,9 @@ void shm_device::forget_peer(int rank) {
       e.ok = false;
       return false;
     }
-    return e.kind == local_event::put_ack || e.kind == local_event::split_done;
+    return e.kind == local_event::split_done;
   });
+  acks_.remove_if([rank](const pending_ack& a) { return a.rank == rank; });
   {
     peer& p = *peers_[size_t(rank)];
     util::lock_guard<util::spinlock> g(p.ahead_lock);

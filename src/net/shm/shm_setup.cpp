@@ -358,7 +358,12 @@ void shm_device::attach_peers() {
   }
 }
 
-shm_device::~shm_device() = default;
+// Acknowledgments still waiting for a poll go now (a program may free a device right after
+// the poll that applied its peers' puts). One whose initiator's answer lane is full cannot
+// go: that put ends with error_peer_dead once its initiator sees this rank gone.
+shm_device::~shm_device() {
+  send_acks();
+}
 
 }  // namespace weft::net::shm
 

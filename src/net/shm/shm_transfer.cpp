@@ -437,10 +437,6 @@ size_t shm_device::advance_work(sink& s) {
     switch (e.kind) {
       case local_event::put_done: s.on_put_local_done(e.ctx, e.ok); return true;
       case local_event::get_done: s.on_get_done(e.ctx, e.ok); return true;
-      case local_event::put_ack: {
-        put_ack_msg a{reinterpret_cast<uint64_t>(e.ctx), e.ok ? 1u : 0u, 0};
-        return enqueue(e.rank, kind_put_ack, &a, sizeof(a), nullptr, 0);
-      }
       case local_event::split_done:  // on_split_read's answer, its bytes in the note
         return enqueue(e.rank, kind_split_done, e.note, e.note_len, nullptr, 0);
       case local_event::notify: {
