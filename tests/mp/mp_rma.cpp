@@ -55,6 +55,26 @@ bool guards_intact(const unsigned char* p, size_t size) {
   return p[-1] == 0x5a && p[size] == 0x5a;
 }
 
+// Rank 0's handle `mine`, sent by rank 0 to every other rank with `tag`: what each gets
+// (rank 0 gets its own).
+weft::rmr_t from_rank0(weft::rmr_t mine, weft::tag_t tag) {
+  const int me = weft::get_rank_me(), n = weft::get_rank_n();
+  weft::rmr_t owners = mine;
+  weft::comp_t sync = weft::alloc_sync();
+  weft::status_t st;
+  for (int r = 1; me == 0 && r < n; ++r)
+    if (!post_until([&] {
+           return weft::post_send(r, &mine, sizeof(mine), tag, sync);
+         }).error.is_done())
+      wait_sync(sync, &st);
+  if (me != 0 && !post_until([&] {
+                    return weft::post_recv(0, &owners, sizeof(owners), tag, sync);
+                  }).error.is_done())
+    wait_sync(sync, &st);
+  weft::free_comp(&sync);
+  return owners;
+}
+
 }  // namespace
 
 // Every size, both directions, with and without a notification, each completion kind: the
@@ -201,17 +221,10 @@ int scenario_rma_ack_at_fina() {
   const int me = weft::get_rank_me(), n = weft::get_rank_n();
   std::vector<unsigned char> region(size_t(n) * 8, 0);
   weft::mr_t mr = weft::register_memory(region.data(), region.size());
-  weft::rmr_t mine = weft::get_rmr(mr), theirs{};
+  const weft::rmr_t theirs = from_rank0(weft::get_rmr(mr), 902);
   weft::comp_t rcq = weft::alloc_cq();
   weft::rcomp_t rc = weft::register_rcomp(rcq);
-  weft::comp_t sync = weft::alloc_sync();
-  weft::status_t st;
   if (me == 0) {
-    for (int r = 1; r < n; ++r)
-      if (!post_until([&] {
-             return weft::post_send(r, &mine, sizeof(mine), 902, sync);
-           }).error.is_done())
-        wait_sync(sync, &st);
     for (int got = 1; got < n; ++got) {
       weft::status_t t = wait_cq(rcq);
       CHECK(t.error.is_done());
@@ -219,15 +232,12 @@ int scenario_rma_ack_at_fina() {
       CHECK_EQ(t.size, 8u);
       CHECK_EQ(verify(region.data() + size_t(t.rank) * 8, 8, size_t(t.rank) + 40), SIZE_MAX);
     }
-    weft::free_comp(&sync);
     weft::g_runtime_fina();  // the acknowledgments owed leave with the devices
     std::this_thread::sleep_for(std::chrono::seconds(2));  // alive, not progressing
     return finish("rma_ack_at_fina");
   }
-  if (!post_until([&] {
-         return weft::post_recv(0, &theirs, sizeof(theirs), 902, sync);
-       }).error.is_done())
-    wait_sync(sync, &st);
+  weft::comp_t sync = weft::alloc_sync();
+  weft::status_t st;
   unsigned char buf[8];
   fill(buf, 8, size_t(me) + 40);
   st = post_until(
@@ -444,20 +454,10 @@ int scenario_rma_farewell() {
   const int me = weft::get_rank_me(), n = weft::get_rank_n();
   std::vector<char> region(4096, 0);
   weft::mr_t mr = weft::register_memory(region.data(), region.size());
-  weft::rmr_t mine = weft::get_rmr(mr), owners{};
+  const weft::rmr_t owners = from_rank0(weft::get_rmr(mr), 901);
   weft::comp_t sync = weft::alloc_sync();
   weft::status_t st;
-  if (me == 0) {
-    for (int r = 1; r < n; ++r)
-      if (!post_until([&] {
-             return weft::post_send(r, &mine, sizeof(mine), 901, sync);
-           }).error.is_done())
-        wait_sync(sync, &st);
-  } else {
-    if (!post_until([&] {
-           return weft::post_recv(0, &owners, sizeof(owners), 901, sync);
-         }).error.is_done())
-      wait_sync(sync, &st);
+  if (me != 0) {
     char buf[64];
     fill(buf, sizeof(buf), size_t(me));
     st = post_until([&] { return weft::post_put(0, buf, 64, sync, size_t(me) * 64, owners); });

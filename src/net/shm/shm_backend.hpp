@@ -178,8 +178,8 @@ class shm_device final : public device {
     kind_t then = put_done;
     uint8_t note_kind = kind_notify;  // notify: kind_data_note for rendezvous data's
   };
-  // The acknowledgment of an inline put this device applied (apply_put_inline), sent at the
-  // start of its next poll (send_acks).
+  // The acknowledgment of an inline put this device applied (apply_put_inline), sent at its
+  // next poll or send (send_acks).
   struct pending_ack {
     int rank;
     uint32_t ok;
