@@ -3,9 +3,9 @@
 // version, the type and the length before it reads anything else.
 #pragma once
 
-#include <bit>
 #include <cstdint>
 
+#include "util/wide_store.hpp"
 #include "weft/types.hpp"
 
 namespace weft::impl {
@@ -39,16 +39,15 @@ struct wire_header {
 };
 static_assert(sizeof(wire_header) == 16);
 
-// The header's two little-endian words, from its fields (in registers, not through memory):
-// what util::store16 writes in one store (see util/wide_store.hpp).
-static_assert(std::endian::native == std::endian::little, "wire_header's words assume it");
+// The header's two words, from its fields (in registers, not through memory): what
+// util::store16 writes in one store (see util/wide_store.hpp).
 struct header_words {
   uint64_t lo, hi;
 };
 inline header_words words_of(const wire_header& h) {
-  return {uint64_t(h.version) | uint64_t(h.type) << 8 | uint64_t(h.policy) << 16 |
-              uint64_t(h.flags) << 24 | uint64_t(h.tag_lo) << 32,
-          uint64_t(h.target) | uint64_t(h.tag_hi) << 32};
+  const uint32_t head = uint32_t(h.version) | uint32_t(h.type) << 8 | uint32_t(h.policy) << 16 |
+                        uint32_t(h.flags) << 24;
+  return {util::pair_word(head, h.tag_lo), util::pair_word(h.target, h.tag_hi)};
 }
 
 // The header of an eager message: an active message to remote completion `target`, or a
