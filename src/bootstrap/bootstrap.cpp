@@ -61,31 +61,58 @@ void bootstrap::ranks_from(const char* call, const char* rank_var, const std::st
                std::string("is not below ") + size_var + " = " + std::to_string(size_));
 }
 
+std::string boot_id() {
+  std::string boot;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
+  return boot;
+}
+
 std::string host_identity() {
   char name[256] = {};
   gethostname(name, sizeof(name) - 1);
-  std::string boot;
-  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
-  return std::string(name) + "/" + boot;
+  return std::string(name) + "/" + boot_id();
 }
+
+// A host record: the host's name, '|', the machine's boot id (possibly empty).
+constexpr char machine_separator = '|';
 
 void bootstrap::publish_host(const std::string& launcher_node) {
   const std::string id = util::get_text(util::setting::host_id);
-  put("weft-host", !id.empty()              ? "id:" + id
-                   : !launcher_node.empty() ? "node:" + launcher_node
-                                            : "host:" + host_identity());
+  put("weft-host", (!id.empty()              ? "id:" + id
+                    : !launcher_node.empty() ? "node:" + launcher_node
+                                             : "host:" + host_identity()) +
+                       machine_separator + boot_id());
 }
 
-bool bootstrap::same_host(int rank) {
+// Every rank's host record, once: an index per host, and how many share this machine.
+void bootstrap::read_hosts() {
   std::call_once(hosts_once_, [this] {
     std::map<std::string, int> index;
     host_of_.resize(size_t(size_));
+    std::vector<std::string> machine(static_cast<size_t>(size_));
     for (int r = 0; r < size_; ++r) {
-      std::string h = size_ == 1 ? std::string() : get(r, "weft-host");
-      host_of_[size_t(r)] = index.emplace(h, int(index.size())).first->second;
+      const std::string h = size_ == 1 ? std::string() : get(r, "weft-host");
+      const size_t cut = h.rfind(machine_separator);
+      host_of_[size_t(r)] = index.emplace(h.substr(0, cut), int(index.size())).first->second;
+      if (cut != std::string::npos) machine[size_t(r)] = h.substr(cut + 1);
     }
+    const std::string& mine = machine[size_t(rank_)];
+    machine_size_ = 0;
+    for (int r = 0; r < size_; ++r)
+      if (mine.empty() ? host_of_[size_t(r)] == host_of_[size_t(rank_)]
+                       : machine[size_t(r)] == mine)
+        ++machine_size_;
   });
+}
+
+bool bootstrap::same_host(int rank) {
+  read_hosts();
   return host_of_[size_t(rank)] == host_of_[size_t(rank_)];
+}
+
+int bootstrap::machine_size() {
+  read_hosts();
+  return machine_size_;
 }
 
 void bootstrap::apply_host_override() {

@@ -43,6 +43,12 @@ class bootstrap {
   // Whether `rank` runs on this rank's host (shares its memory): the launcher's placement,
   // overridden by WEFT_HOST_ID (network namespaces share the host name and /dev/shm).
   bool same_host(int rank);
+  // The ranks whose kernel is this rank's (the same boot id), this rank among them: those
+  // that share this machine's CPUs, whichever host of it they run on (network namespaces
+  // and containers of one machine are hosts of their own, with their own addresses and
+  // shared memory, on the same CPUs). Unknown boot ids (none could be read) count as this
+  // host's local ranks. Reads every rank's host record at first use, as same_host does.
+  int machine_size();
 
   // Test builds only (WEFT_TEST_HOOKS; a no-op otherwise): WEFT_TEST_FOREIGN_COOKIE=R gives
   // rank R another cookie once its bootstrap is up, so that its segments and messages are
@@ -66,7 +72,8 @@ class bootstrap {
   // along) and everyone reads them.
   void agree_job_id();
   // Before the init fence: names this rank's host for the others, as WEFT_HOST_ID, else
-  // the launcher's name for its node, else the host name and boot id.
+  // the launcher's name for its node, else the host name and boot id; then, after a '|',
+  // the boot id alone, which names the machine (machine_size).
   void publish_host(const std::string& launcher_node);
   // After the init fence: with WEFT_HOST_ID set, the local ranks are those of that host.
   void apply_host_override();
@@ -78,8 +85,10 @@ class bootstrap {
   uint64_t cookie_ = 0;
 
  private:
+  void read_hosts();
   std::once_flag hosts_once_;
   std::vector<int> host_of_;  // by rank: an index standing for its host
+  int machine_size_ = 1;      // ranks with this rank's boot id
 };
 
 // The host name and the kernel's boot id: what tells hosts apart when nothing else does.

@@ -46,6 +46,12 @@ job "$hosts3" 3 3 WEFT_BACKEND=ofi WEFT_OFI_PROVIDER="tcp;ofi_rxm" WEFT_LOG_LEVE
 [ "$(grep -c "provider tcp;ofi_rxm.*domain eth0" "$out")" -eq 3 ] ||
   { cat "$out"; fail "ofi did not use each namespace's eth0"; }
 grep -q "mixed\|shm context" "$out" && { cat "$out"; fail "WEFT_BACKEND=ofi also started shared memory"; }
+# The three hosts are one machine: WEFT_YIELD=auto counts its ranks across them (one per
+# host, the same boot id) against its CPUs, and yields when they outnumber them.
+cpus=$(getconf _NPROCESSORS_ONLN)
+yields=$(grep -cF "progress yields when idle: 3 ranks on this machine, $cpus CPUs (WEFT_YIELD=auto)" "$out")
+[ "$yields" -eq $((cpus < 3 ? 3 : 0)) ] ||
+  { cat "$out"; fail "WEFT_YIELD=auto: $yields of 3 ranks on 3 hosts of one $cpus-CPU machine said they yield"; }
 
 scenarios=${NETNS_SCENARIOS:-"matrix order barrier errors rma graph lists runtimes"}
 for s in $scenarios; do

@@ -49,7 +49,7 @@ pass "a misspelt variable is named; a correct weftrun run is silent"
 # counted each rank's one-CPU affinity mask and yielded there); one rank more yields, and
 # every rank says so at info level.
 cpus=$(getconf _NPROCESSORS_ONLN)
-said="progress yields when idle: $((cpus + 1)) ranks on this host, $cpus CPUs (WEFT_YIELD=auto)"
+said="progress yields when idle: $((cpus + 1)) ranks on this machine, $cpus CPUs (WEFT_YIELD=auto)"
 WEFT_LOG_LEVEL=info "$weftrun" -n "$cpus" "$mp" matrix >"$out" 2>&1 \
   || { cat "$out"; fail "weftrun -n $cpus matrix (WEFT_YIELD=auto)"; }
 grep -q "progress yields when idle" "$out" && { cat "$out"; fail "auto yields with $cpus ranks on $cpus CPUs"; }
