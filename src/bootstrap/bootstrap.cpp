@@ -61,7 +61,9 @@ void bootstrap::ranks_from(const char* call, const char* rank_var, const std::st
                std::string("is not below ") + size_var + " = " + std::to_string(size_));
 }
 
-std::string boot_id() {
+// The kernel's boot id: the same for every process of one machine (or virtual machine),
+// whatever network namespace or container it runs in. Empty when it cannot be read.
+static std::string boot_id() {
   std::string boot;
   std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
   return boot;
