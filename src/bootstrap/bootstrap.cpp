@@ -98,11 +98,12 @@ void bootstrap::read_hosts() {
       host_of_[size_t(r)] = index.emplace(h.substr(0, cut), int(index.size())).first->second;
       if (cut != std::string::npos) machine[size_t(r)] = h.substr(cut + 1);
     }
+    // A rank of this host is of this machine, whatever boot id it could read.
     const std::string& mine = machine[size_t(rank_)];
     machine_size_ = 0;
     for (int r = 0; r < size_; ++r)
-      if (mine.empty() ? host_of_[size_t(r)] == host_of_[size_t(rank_)]
-                       : machine[size_t(r)] == mine)
+      if (host_of_[size_t(r)] == host_of_[size_t(rank_)] ||
+          (!mine.empty() && machine[size_t(r)] == mine))
         ++machine_size_;
   });
 }

@@ -46,8 +46,8 @@ class bootstrap {
   // The ranks whose kernel is this rank's (the same boot id), this rank among them: those
   // that share this machine's CPUs, whichever host of it they run on (network namespaces
   // and containers of one machine are hosts of their own, with their own addresses and
-  // shared memory, on the same CPUs). Unknown boot ids (none could be read) count as this
-  // host's local ranks. Reads every rank's host record at first use, as same_host does.
+  // shared memory, on the same CPUs), and every rank of this host (whether or not it could
+  // read its boot id). Reads every rank's host record at first use, as same_host does.
   int machine_size();
 
   // Test builds only (WEFT_TEST_HOOKS; a no-op otherwise): WEFT_TEST_FOREIGN_COOKIE=R gives
@@ -88,7 +88,7 @@ class bootstrap {
   void read_hosts();
   std::once_flag hosts_once_;
   std::vector<int> host_of_;  // by rank: an index standing for its host
-  int machine_size_ = 1;      // ranks with this rank's boot id
+  int machine_size_ = 1;      // ranks of this host or with this rank's boot id
 };
 
 // The host name and the kernel's boot id: what tells hosts apart when nothing else does.

@@ -76,7 +76,7 @@ bool decide_yield(bootstrap::bootstrap& boot) {
   if (mode != "auto") return mode == "on";
   const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   if (cpus <= 0 || boot.size() <= cpus) return false;
-  const int ranks = std::max(boot.local_size(), boot.machine_size());
+  const int ranks = boot.machine_size();  // this host's ranks among them
   const bool over = ranks > cpus;
   if (over)
     WEFT_LOG(info,

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backlog/backlog_queue.hpp"
+#include "bootstrap/bootstrap.hpp"
 #include "bootstrap/kvs_wire.hpp"
 #include "bootstrap/pmi_wire.hpp"
 #include "comp/comp.hpp"
@@ -607,6 +608,48 @@ TEST(Bootstrap, PmiReplies) {
   pmi_fields f = parse_pmi2_body("cmd=kvs-get-response;found=TRUE;value=a;;b;");
   EXPECT_EQ(f["value"], "a;b");
   EXPECT_EQ(parse_pmi1_line("cmd=get_result rc=0 value=x junk")["value"], "x");
+}
+
+namespace {
+// A bootstrap whose other ranks' host records are given: rank 0 of records.size(), its own
+// record the one publish_host writes.
+class records_bootstrap final : public weft::bootstrap::bootstrap {
+ public:
+  explicit records_bootstrap(std::vector<std::string> records) : records_(std::move(records)) {
+    size_ = int(records_.size());
+    publish_host("here");
+  }
+  const char* name() const override { return "records"; }
+  void put(const std::string& key, const std::string& value) override {
+    if (key == "weft-host") records_[0] = value;
+  }
+  std::string get(int rank, const std::string&) override { return records_[size_t(rank)]; }
+  void fence() override {}
+  const std::string& mine() const { return records_[0]; }
+
+ private:
+  std::vector<std::string> records_;
+};
+}  // namespace
+
+// Hosts and machines from the host records: a host is the part before the last '|', the
+// machine the boot id after it. Network-namespace hosts of this machine count towards it
+// (WEFT_YIELD=auto), so do ranks of this host without a boot id; another kernel does not.
+TEST(Bootstrap, MachineCountsTheRanksOfThisKernel) {
+  records_bootstrap probe({""});
+  const std::string& rec = probe.mine();
+  ASSERT_EQ(rec.rfind("node:here|", 0), 0u) << rec;
+  const std::string boot = rec.substr(rec.find('|') + 1);
+  ASSERT_FALSE(boot.empty()) << "no boot id read from /proc";
+  records_bootstrap b({"", "node:here|", "node:ns2|" + boot, "node:ns3|" + boot, "node:far|other",
+                       "id:a|b|" + boot});
+  EXPECT_TRUE(b.same_host(1));  // no boot id: the host alone decides
+  EXPECT_FALSE(b.same_host(2));
+  EXPECT_FALSE(b.same_host(4));
+  EXPECT_FALSE(b.same_host(5));    // "id:a|b": a '|' of the name stays in the name
+  EXPECT_EQ(b.machine_size(), 5);  // 0, 1 (this host), 2, 3, 5 (this kernel); not 4
+  records_bootstrap alone({"", "node:far|other"});
+  EXPECT_EQ(alone.machine_size(), 1);
 }
 
 // weftrun's key-value requests: a HELLO names a rank only as a plain decimal number.
