@@ -3,6 +3,8 @@
 // share (the engine, tags, ranks, lengths, local bounds) and then dispatches through the
 // engine's ops (weft/engine_ops.h), so each implementation sees only valid arguments and
 // every refusal reads the same whichever engine runs.
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdio>
 #include <cstring>
@@ -122,6 +124,27 @@ void weft_engine_init_base(weft_engine_t e, const weft_engine_ops_t* ops,
   e->rank_n = rank_n;
 }
 
+void weft_engine_boot_id(char out[WEFT_ENGINE_BOOT_ID_LEN]) {
+  std::memset(out, 0, WEFT_ENGINE_BOOT_ID_LEN);
+  if (FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r")) {
+    if (!std::fgets(out, WEFT_ENGINE_BOOT_ID_LEN, f)) out[0] = 0;
+    std::fclose(f);
+  }
+  out[std::strcspn(out, "\n")] = 0;
+}
+
+// The rule of the core's WEFT_YIELD (src/core/runtime.cpp), for an engine that counts the
+// ranks of its machine itself (the MPI engine, which has no Weft runtime to ask).
+int weft_engine_oversubscribed(int machine_ranks) {
+  int over = 0;
+  const int rc = weft::capi::guard([&] {
+    const std::string mode = weft::util::get_text(setting::yield);
+    const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    over = mode == "auto" ? cpus > 0 && machine_ranks > cpus : mode == "on";
+  });
+  return rc == WEFT_OK ? over : rc;
+}
+
 void weft_engine_attr_init(weft_engine_attr_t* attr) {
   if (!attr) return;
   weft_engine_attr_t a{};
@@ -133,6 +156,7 @@ void weft_engine_attr_init(weft_engine_attr_t* attr) {
   a.queue_depth = a.deferred = 4096;
   a.max_am = 65536;
   a.peers_progress = 0;
+  a.oversubscribed = 0;  // reported by each engine, never read from here
   weft::capi::guard([&] {
     using weft::util::get_flag;
     using weft::util::get_size;
@@ -323,6 +347,14 @@ int weft_engine_post_get(weft_engine_t e, weft_engine_mem_t lreg, ptrdiff_t ldis
 int weft_engine_progress(weft_engine_t e) {
   if (bad_engine(e, "weft_engine_progress")) return WEFT_ERR_USAGE;
   const int n = e->ops->progress(e);
+  if (n < 0) return n;
+  const int rc = weft_engine_take_report(e);
+  return rc == WEFT_OK ? n : rc;
+}
+
+int weft_engine_progress_wait(weft_engine_t e, uint32_t timeout_us) {
+  if (bad_engine(e, "weft_engine_progress_wait")) return WEFT_ERR_USAGE;
+  const int n = e->ops->progress_wait ? e->ops->progress_wait(e, timeout_us) : e->ops->progress(e);
   if (n < 0) return n;
   const int rc = weft_engine_take_report(e);
   return rc == WEFT_OK ? n : rc;

@@ -69,7 +69,10 @@ struct options {
   // (woken by the next task); idle_yield_auto: 10 ms when the engine runs no thread of its
   // own (the program's threads drive it, and a task released while its worker slept waits
   // for a wake-up), 0 when it does (its threads need the cores: the 256 yields alone).
-  // Measured: docs/engine.md.
+  // On an oversubscribed machine (the engine's attribute) the auto value is 0 too, and the
+  // driver sleeps in weft_engine_progress_wait instead of yielding: a thread that yields in
+  // a loop there takes as much of the core as a computing one. Measured: docs/engine.md,
+  // docs/cholesky.md.
   static constexpr uint32_t idle_yield_auto = UINT32_MAX;
   uint32_t idle_yield_us = idle_yield_auto;
 };
@@ -150,6 +153,7 @@ class executor {
   graph* gp_ = nullptr;  // the graph of the run under way
   graph& g() const { return *gp_; }
   options o_;
+  bool oversubscribed_ = false;  // the engine's attribute: idle threads sleep
   int me_, n_;
 
   std::mutex lock_;  // tasks, outputs, fetches

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 static mpi_engine* self(weft_engine_t e) {
   return (mpi_engine*)e;
@@ -206,16 +207,50 @@ static int release(weft_engine_t e) {
   return WEFT_OK;
 }
 
+/* The ranks of `comm` on this rank's machine (the same kernel boot id), counted only when
+   some rank's machine could be oversubscribed (the job has more ranks than its CPUs):
+   the counting gathers every rank's boot id. Collective. */
+static int machine_ranks(MPI_Comm comm, int n) {
+  enum { len = WEFT_ENGINE_BOOT_ID_LEN };
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  char* all = malloc((size_t)n * len);
+  int mine_flags[2] = {cpus > 0 && n > cpus, all == NULL}, any[2] = {0, 0};
+  MPI_Allreduce(mine_flags, any, 2, MPI_INT, MPI_MAX, comm); /* a failure anywhere: all stop */
+  int k = any[1] ? WEFT_ERR_NOMEM : 1;
+  if (any[0] && !any[1]) {
+    char mine[len];
+    weft_engine_boot_id(mine);
+    MPI_Allgather(mine, len, MPI_CHAR, all, len, MPI_CHAR, comm);
+    k = 0;
+    for (int i = 0; i < n; ++i) k += mine[0] && !strncmp(all + (size_t)i * len, mine, len);
+    if (k == 0) k = 1; /* no boot id: this rank alone */
+  }
+  free(all);
+  return k;
+}
+
 static const weft_engine_ops_t mpi_ops = {
 #ifdef WEFT_MPI_ENGINE_CONT
     "mpi-cont",
 #else
     "mpi",
 #endif
-    release,     post_am,      register_memory,     deregister_memory,
-    pack_memory, memory_info,  mpi_engine_post_rma, progress,
-    enable,      disable,      can_serve,           tag_added,
-    tag_removed, alloc_memory, free_memory,
+    release,
+    post_am,
+    register_memory,
+    deregister_memory,
+    pack_memory,
+    memory_info,
+    mpi_engine_post_rma,
+    progress,
+    enable,
+    disable,
+    can_serve,
+    tag_added,
+    tag_removed,
+    alloc_memory,
+    free_memory,
+    NULL, /* progress_wait: MPI cannot be slept on until a message comes */
 };
 
 int weft_engine_alloc_mpi(MPI_Comm comm, const weft_engine_attr_t* attr, weft_engine_t* engine) {
@@ -243,6 +278,14 @@ int weft_engine_alloc_mpi(MPI_Comm comm, const weft_engine_attr_t* attr, weft_en
   MPI_Comm_size(m->comm, &n);
   a.progress_thread = 0; /* the MPI engine has none: MPI progresses inside its calls */
   a.progress_cpu = -1;
+  const int local = machine_ranks(m->comm, n);
+  a.oversubscribed = local < 0 ? local : weft_engine_oversubscribed(local);
+  if (a.oversubscribed < 0) {
+    rc = a.oversubscribed;
+    MPI_Comm_free(&m->comm);
+    free(m);
+    return rc;
+  }
   weft_engine_init_base(&m->base, &mpi_ops, &a, me, n);
   pthread_mutex_init(&m->lock, NULL);
   int* ub = NULL;

@@ -23,6 +23,7 @@ weft_engine::weft_engine(const weft_engine_attr_t& a) {
   am_rc_ = register_rcomp_x(am_cq_).packet_delivery(true)();
   bulk_rc_ = register_rcomp(bulk_cq_);
   eager_limit_ = get_g_runtime().get_attr_eager_size();
+  attr.oversubscribed = get_g_runtime().get_attr_yield_when_idle() ? 1 : 0;
 }
 
 weft_engine::~weft_engine() {
@@ -224,6 +225,9 @@ const weft_engine_ops_t weft_ops = {
     },
     [](weft_engine_t e, weft_engine_mem_t mem) {
       return call([&] { return self(e)->free_memory(mem); });
+    },
+    [](weft_engine_t e, uint32_t timeout_us) {
+      return call([&] { return self(e)->progress_wait(timeout_us); });
     },
 };
 

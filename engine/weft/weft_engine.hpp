@@ -138,6 +138,7 @@ class weft_engine : public weft_engine_s {
                ptrdiff_t rdispl, size_t size, int rank, weft_engine_onesided_fn l_fn, void* l_data,
                weft_engine_tag_t r_tag, const void* r_data, size_t r_size);
   int progress();
+  int progress_wait(uint32_t timeout_us);
   int enable();
   int disable();
   int can_serve();

@@ -76,13 +76,16 @@ typedef struct {
   size_t max_am;       /* largest active message a tag may register (its max length) */
   int peers_progress;  /* 1: every rank keeps its engine progressing; the Weft engine's
                           device then has peers_progress (weft::alloc_device_x) */
+  int oversubscribed;  /* reported by weft_engine_get_attr, ignored by alloc: 1 when this
+                          machine runs more ranks of the job than it has CPUs online (the
+                          rule of WEFT_YIELD, which also forces it on or off) */
 } weft_engine_attr_t;
 
 WEFT_C_API void weft_engine_attr_init(weft_engine_attr_t* attr);
 /* The attributes `engine` runs with (those of an engine that does not have a thread are 0:
    the MPI engine has no progress thread). A runtime reads progress_thread and comm_thread
-   to learn whether its own threads must call weft_engine_progress, and how long its idle
-   workers may keep a core. */
+   to learn whether its own threads must call weft_engine_progress, and oversubscribed to
+   learn whether its idle threads may keep a core (yield) or must give it up (sleep). */
 WEFT_C_API int weft_engine_get_attr(weft_engine_t engine, weft_engine_attr_t* attr);
 
 /* A Weft engine on the global runtime (weft_g_runtime_init first), with a device of its
@@ -149,6 +152,15 @@ WEFT_C_API int weft_engine_post_get(weft_engine_t engine, weft_engine_mem_t lreg
    again while any ran), deferred posts. Returns the callbacks run (>= 0) or a negative
    code. With a communication thread it only reports errors and returns 0. */
 WEFT_C_API int weft_engine_progress(weft_engine_t engine);
+/* weft_engine_progress that, finding nothing to do, first sleeps until a message arrives
+   for the engine or `timeout_us` passes, then drives the engine again. Only an engine
+   that can be woken by the network sleeps: the Weft engine without its threads (on its
+   device's wait object, as Weft's blocking progress); the MPI engine, or an engine whose
+   threads drive it, just progresses. Work that rings no bell (a post made by another
+   thread meanwhile) waits for the timeout. For a runtime thread with nothing else to do on
+   an oversubscribed machine (weft_engine_get_attr), where yielding in a loop would take
+   the core from the workers. */
+WEFT_C_API int weft_engine_progress_wait(weft_engine_t engine, uint32_t timeout_us);
 /* Starts (enable) or stops and joins (disable) the engine's threads; a disabled engine
    still works through weft_engine_progress. A new engine is enabled. */
 WEFT_C_API int weft_engine_enable(weft_engine_t engine);

@@ -45,6 +45,8 @@ typedef struct {
      region from register_memory. */
   int (*alloc_memory)(weft_engine_t e, size_t size, void** base, weft_engine_mem_t* mem);
   int (*free_memory)(weft_engine_t e, weft_engine_mem_t mem);
+  /* Optional (NULL: progress): weft_engine_progress_wait. */
+  int (*progress_wait)(weft_engine_t e, uint32_t timeout_us);
 } weft_engine_ops_t;
 
 struct weft_engine_s {
@@ -74,6 +76,14 @@ WEFT_C_API void weft_engine_report(weft_engine_t e, int rank, const char* what);
 /* Returns (and clears) the report kept for progress: WEFT_ERR_INTERNAL with its message set
    as the last error, or WEFT_OK. */
 WEFT_C_API int weft_engine_take_report(weft_engine_t e);
+/* The kernel's boot id (NUL-terminated, empty when unreadable): ranks that report the same
+   one share a machine's CPUs, whatever host name or network namespace they have. */
+#define WEFT_ENGINE_BOOT_ID_LEN 40
+WEFT_C_API void weft_engine_boot_id(char out[WEFT_ENGINE_BOOT_ID_LEN]);
+/* Whether a rank whose machine runs `machine_ranks` ranks of the job is oversubscribed:
+   WEFT_YIELD on 1, off 0, auto: more ranks than CPUs online. WEFT_ERR_USAGE for a bad
+   WEFT_YIELD, with the message set. */
+WEFT_C_API int weft_engine_oversubscribed(int machine_ranks);
 /* Initialises the shared part of a new engine. */
 WEFT_C_API void weft_engine_init_base(weft_engine_t e, const weft_engine_ops_t* ops,
                                       const weft_engine_attr_t* attr, int rank_me, int rank_n);

@@ -139,6 +139,11 @@ struct runtime_t {
   // a fatal_error naming get_attr.
 #define WEFT_ATTR(type, name, ...) WEFT_API WEFT_CXX_TYPE_##type get_attr_##name() const;
 #include "weft/settings.def"
+  // Whether this runtime's progress gives the core away when it finds nothing to do
+  // (WEFT_YIELD as resolved at allocation; auto: this machine runs more ranks of the job
+  // than it has CPUs online). A task runtime's idle threads read it to sleep rather than
+  // spin or yield there.
+  WEFT_API bool get_attr_yield_when_idle() const;
 };
 struct device_t {
   impl::device_impl* p = nullptr;

@@ -58,6 +58,9 @@ const char* get_errorcode_str(errorcode_t code) {
     return resolve_runtime(*this, "get_attr")->attr.name;   \
   }
 #include "weft/settings.def"
+bool runtime_t::get_attr_yield_when_idle() const {
+  return resolve_runtime(*this, "get_attr_yield_when_idle")->yield_when_idle;
+}
 int device_t::get_attr_index() const {
   return p ? util::live(p, "get_attr_index", "device")->index : -1;
 }

@@ -2,12 +2,14 @@
 /* The communication engine's tests (weft/engine.h), one file for every engine: the same
  * expectations hold whichever implementation runs. Each rank prints
  * "rank R: engine_<scenario>: all N checks passed" after it freed its engine.
- *   engine_test am | rma | deferred | errors | dead
+ *   engine_test am | rma | deferred | errors | wait | dead
  *   am        tags with their callback data, payloads from every rank, max length refused
  *   rma       puts (eager and one-sided) and gets, remote callbacks see the region's bytes
  *   deferred  a target that does not progress for a while: posts are deferred, then
  *             refused with WEFT_RETRY at the bound, and everything arrives once
  *   errors    bad arguments refused with messages naming the call and the argument
+ *   wait      the oversubscribed attribute under WEFT_YIELD, and weft_engine_progress_wait
+ *             woken by a message (not timed out), returning by its timeout otherwise
  *   dead      (Weft engine) rank 1 dies; rank 0's puts and messages to it become errors
  *             naming it */
 #define _GNU_SOURCE
@@ -199,6 +201,56 @@ static void scenario_am(void) {
   engine_barrier();
   CHECK(weft_engine_deregister_tag(e, tag_small) == WEFT_OK);
   CHECK(weft_engine_deregister_tag(e, tag_large) == WEFT_OK);
+}
+
+/* ---- wait -------------------------------------------------------------------------- */
+/* weft_engine_get_attr's oversubscribed follows WEFT_YIELD (auto: more ranks on this
+   machine than CPUs; the test's ranks all run here), and weft_engine_progress_wait returns
+   once a message came, well before its timeout, whichever engine and threads run. */
+static atomic_int got_wake;
+static double wake_sent_at;
+static int on_wake(weft_engine_t eng, weft_engine_tag_t tag, void* msg, size_t size, int src,
+                   void* data) {
+  (void)eng, (void)tag, (void)data;
+  if (size == sizeof(double) && src == 1) memcpy(&wake_sent_at, msg, sizeof(double));
+  atomic_fetch_add(&got_wake, 1);
+  return 0;
+}
+
+static void scenario_wait(void) {
+  const char* mode = getenv("WEFT_YIELD");
+  const int expect = mode && !strcmp(mode, "on")    ? 1
+                     : mode && !strcmp(mode, "off") ? 0
+                                                    : nranks > sysconf(_SC_NPROCESSORS_ONLN);
+  weft_engine_attr_t got;
+  CHECK(weft_engine_get_attr(e, &got) == WEFT_OK);
+  CHECK(got.oversubscribed == expect);
+  CHECK(weft_engine_progress_wait(NULL, 10) == WEFT_ERR_USAGE);
+  CHECK(strstr(weft_last_error(), "weft_engine_progress_wait: engine = NULL") != NULL);
+  CHECK(weft_engine_register_tag(e, tag_burst, on_wake, NULL, sizeof(double)) == WEFT_OK);
+  engine_barrier();
+  /* Nothing comes: the call returns by its timeout (20 ms), far below a second. */
+  double t0 = now();
+  CHECK(weft_engine_progress_wait(e, 20000) >= 0);
+  CHECK(now() - t0 < 1.0);
+  engine_barrier();
+  if (me == 1) {
+    usleep(50000); /* rank 0 is asleep in the call by now */
+    const double at = now();
+    POST(weft_engine_post_am(e, tag_burst, 0, &at, sizeof(at)));
+  } else if (me == 0 && nranks > 1) {
+    const double end = now() + 30;
+    while (!atomic_load(&got_wake) && now() < end) {
+      const double t = now();
+      CHECK(weft_engine_progress_wait(e, 5000000) >= 0);
+      if (atomic_load(&got_wake)) CHECK(now() - t < 2.5); /* woken, not timed out (5 s) */
+    }
+    CHECK(atomic_load(&got_wake) == 1);
+    printf("rank 0: engine_wait: a message 50 ms later woke progress_wait after %.0f us\n",
+           (now() - wake_sent_at) * 1e6);
+  }
+  engine_barrier();
+  CHECK(weft_engine_deregister_tag(e, tag_burst) == WEFT_OK);
 }
 
 /* ---- rma --------------------------------------------------------------------------- */
@@ -541,7 +593,7 @@ static void scenario_dead(void) {
 
 int main(int argc, char** argv) {
   if (argc != 2) {
-    fprintf(stderr, "usage: engine_test am|rma|rma_alloc|deferred|errors|dead\n");
+    fprintf(stderr, "usage: engine_test am|rma|rma_alloc|deferred|errors|wait|dead\n");
     return 2;
   }
   scenario = argv[1];
@@ -563,6 +615,8 @@ int main(int argc, char** argv) {
     scenario_deferred();
   } else if (strcmp(scenario, "errors") == 0) {
     scenario_errors();
+  } else if (strcmp(scenario, "wait") == 0) {
+    scenario_wait();
   } else if (strcmp(scenario, "dead") == 0) {
     scenario_dead();
     printf("rank %d: engine_%s: all %d checks passed\n", me, scenario, checks);

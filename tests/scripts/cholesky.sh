@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # weft-cholesky (N = 2048, b = 128): the relative residual ||A - L L^T||_F / ||A||_F below
 # 1e-12 on the Weft engine (2 and 3 ranks, 1 and 2 worker threads, two grids), on the MPI
-# engine under MPICH and Open MPI (2 ranks, and 3 ranks with 2 threads each), and for the ScaLAPACK baseline; then --help and bad input
+# engine under MPICH and Open MPI (2 ranks, and 3 ranks with 2 threads each), and for the ScaLAPACK baseline,
+# with the executor's idle policy (sleep when oversubscribed); then --help and bad input
 # (an indefinite matrix on both engines, N not a multiple of b, a grid that does not match).
 set -u
 weftrun=$1 src=$3 build=$4
@@ -25,6 +26,15 @@ check_run() {  # name, ranks, command...
   res=$(sed -n 's/^residual \([0-9.e+-]*\)$/\1/p' "$out")
   [ -n "$res" ] || { cat "$out"; fail "no residual line: $*"; }
   awk -v r="$res" 'BEGIN { exit !(r > 0 && r < 1e-12) }' || fail "residual $res not in (0, 1e-12): $*"
+  # The executor's idle threads sleep when the machine has fewer CPUs than ranks (the
+  # engine's oversubscribed attribute, both engines), and yield otherwise.
+  if [ "$name" = weft-cholesky ]; then
+    local cpus want=yield
+    cpus=$(getconf _NPROCESSORS_ONLN)
+    [ "$n" -gt "$cpus" ] && want=sleep
+    grep -Eq "^RESULT .* idle=$want( |$)" "$out" ||
+      { cat "$out"; fail "idle is not $want with $n ranks on $cpus CPUs: $*"; }
+  fi
   echo "$res"
 }
 
@@ -33,6 +43,10 @@ for conf in "2 1 1x2" "2 2 2x1" "3 2 1x3"; do
   res=$(check_run weft-cholesky "$1" "$weftrun" --bind-to none -n "$1" "$dir/weft-cholesky" -n 2048 -b 128 --threads "$2" --grid "$3") || exit 1
   pass "weft engine, $1 ranks, $2 threads, grid $3: residual $res"
 done
+# Without the engine's threads the executor's driver drives it (on an oversubscribed
+# machine in weft_engine_progress_wait).
+res=$(WEFT_ENGINE_PROGRESS_THREAD=0 WEFT_ENGINE_COMM_THREAD=0 check_run weft-cholesky 3 "$weftrun" --bind-to none -n 3 "$dir/weft-cholesky" -n 2048 -b 128 --grid 1x3) || exit 1
+pass "weft engine without its threads, 3 ranks, grid 1x3: residual $res"
 for flavour in mpich openmpi; do
   if [ $flavour = mpich ]; then launch="mpiexec.mpich -bind-to none"; else
     launch="mpirun.openmpi --allow-run-as-root --oversubscribe --bind-to none"; fi
