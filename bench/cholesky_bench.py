@@ -112,8 +112,9 @@ def main():
     name = a.name or ("cholesky_hosts" if a.hosts else "cholesky") + ("_bound" if a.bind == "core" else "")
     out_dir = a.results or os.path.join(a.build, "cholesky-bench")
     os.makedirs(out_dir, exist_ok=True)
-    a.results = out_dir if a.quick or a.results else os.path.join(ROOT, "bench", "results")
-    a.img = out_dir if a.quick or a.results else os.path.join(ROOT, "docs", "img")
+    local = a.quick or a.results  # both from the option as given: the first line sets it
+    a.results = out_dir if local else os.path.join(ROOT, "bench", "results")
+    a.img = out_dir if local else os.path.join(ROOT, "docs", "img")
     if a.quick:
         a.rounds, a.n, a.tiles = 1, 2048, "256,128"
     ranks = 3 if a.hosts else a.ranks or 2
