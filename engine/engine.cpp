@@ -33,6 +33,12 @@ int cpu_setting(setting s) {
   return int(cpu);
 }
 
+// auto (-1: the engine decides when it is allocated), else the flag's 1 or 0.
+int thread_setting(setting s) {
+  if (weft::util::current_text(s) == "auto") return -1;
+  return weft::util::get_flag(s) ? 1 : 0;
+}
+
 bool bad_engine(weft_engine_t e, const char* call) {
   if (e) return false;
   fail(call, "engine", "NULL", "not an engine from weft_engine_alloc");
@@ -150,7 +156,7 @@ void weft_engine_attr_init(weft_engine_attr_t* attr) {
   weft_engine_attr_t a{};
   // A bad setting leaves the defaults below and the message for weft_last_error().
   a.progress_cpu = a.comm_cpu = -1;
-  a.progress_thread = a.comm_thread = 1;
+  a.progress_thread = a.comm_thread = -1;
   a.am_batch = 5;
   a.put_eager = 4096;
   a.queue_depth = a.deferred = 4096;
@@ -160,8 +166,8 @@ void weft_engine_attr_init(weft_engine_attr_t* attr) {
   weft::capi::guard([&] {
     using weft::util::get_flag;
     using weft::util::get_size;
-    a.progress_thread = get_flag(setting::engine_progress_thread);
-    a.comm_thread = get_flag(setting::engine_comm_thread);
+    a.progress_thread = thread_setting(setting::engine_progress_thread);
+    a.comm_thread = thread_setting(setting::engine_comm_thread);
     a.progress_cpu = cpu_setting(setting::engine_progress_cpu);
     a.comm_cpu = cpu_setting(setting::engine_comm_cpu);
     a.am_batch = *get_size(setting::engine_am_batch);

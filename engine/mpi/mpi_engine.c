@@ -286,6 +286,7 @@ int weft_engine_alloc_mpi(MPI_Comm comm, const weft_engine_attr_t* attr, weft_en
     free(m);
     return rc;
   }
+  if (a.comm_thread < 0) a.comm_thread = !a.oversubscribed; /* auto */
   weft_engine_init_base(&m->base, &mpi_ops, &a, me, n);
   pthread_mutex_init(&m->lock, NULL);
   int* ub = NULL;

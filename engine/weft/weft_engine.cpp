@@ -11,7 +11,16 @@
 
 namespace weft::engine {
 
-weft_engine::weft_engine(const weft_engine_attr_t& a) {
+// The attributes with auto's threads decided: none on an oversubscribed machine.
+static weft_engine_attr_t resolved(weft_engine_attr_t a) {
+  a.oversubscribed = get_g_runtime().get_attr_yield_when_idle() ? 1 : 0;
+  if (a.progress_thread < 0) a.progress_thread = !a.oversubscribed;
+  if (a.comm_thread < 0) a.comm_thread = !a.oversubscribed;
+  return a;
+}
+
+weft_engine::weft_engine(const weft_engine_attr_t& given) {
+  const weft_engine_attr_t a = resolved(given);
   weft_engine_init_base(this, nullptr, &a, get_rank_me(), get_rank_n());
   // Only on the runtime's word: a pipelined put needs its target to progress, and a rank
   // busy in a long task (a Cholesky's GEMM) holds it up, where cross-memory attach does not
@@ -23,7 +32,6 @@ weft_engine::weft_engine(const weft_engine_attr_t& a) {
   am_rc_ = register_rcomp_x(am_cq_).packet_delivery(true)();
   bulk_rc_ = register_rcomp(bulk_cq_);
   eager_limit_ = get_g_runtime().get_attr_eager_size();
-  attr.oversubscribed = get_g_runtime().get_attr_yield_when_idle() ? 1 : 0;
 }
 
 weft_engine::~weft_engine() {

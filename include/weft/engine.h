@@ -66,7 +66,9 @@ typedef void (*weft_engine_error_fn)(weft_engine_t engine, int rank, const char*
    (docs/configuration.md), then changed field by field. */
 typedef struct {
   int progress_thread; /* 1: a thread that only calls Weft's progress (Weft engine) */
-  int comm_thread;     /* 1: a thread that runs callbacks and starts deferred posts */
+  int comm_thread;     /* 1: a thread that runs callbacks and starts deferred posts;
+                          for both, negative: auto, 1 unless the machine is oversubscribed
+                          (as below), decided by the allocation (get_attr reads 0 or 1) */
   int progress_cpu;    /* the progress thread's CPU, -1: not pinned */
   int comm_cpu;        /* the communication thread's CPU, -1: not pinned */
   size_t am_batch;     /* AM callbacks per round before all bulk completions (seed: 5) */

@@ -15,7 +15,8 @@ extern "C" {
 #endif
 
 /* An MPI engine on a duplicate of `comm`. `attr` NULL: the defaults (progress_thread and
-   put_eager do not apply: MPI has no progress thread, and puts always handshake). */
+   put_eager do not apply: MPI has no progress thread, and puts always handshake; an auto
+   comm_thread is decided by counting the ranks on this machine: collective). */
 int weft_engine_alloc_mpi(MPI_Comm comm, const weft_engine_attr_t* attr, weft_engine_t* engine);
 
 #ifdef __cplusplus

@@ -121,12 +121,16 @@ static void start(void) {
 #endif
   me = weft_engine_rank_me(e);
   nranks = weft_engine_rank_n(e);
-  /* The attributes it runs with: those given, less a thread the engine does not have. */
+  /* The attributes it runs with: those given, less a thread the engine does not have, and
+     auto's threads (negative) decided: none on an oversubscribed machine. */
   weft_engine_attr_t got;
   CHECK(weft_engine_get_attr(e, &got) == WEFT_OK);
   CHECK(got.deferred == attr.deferred && got.queue_depth == attr.queue_depth);
-  CHECK(got.comm_thread == attr.comm_thread);
-  CHECK(got.progress_thread == (is_mpi() ? 0 : attr.progress_thread));
+  const int auto_threads = !got.oversubscribed;
+  CHECK(got.comm_thread == (attr.comm_thread < 0 ? auto_threads : attr.comm_thread));
+  CHECK(got.progress_thread == (is_mpi()                   ? 0
+                                : attr.progress_thread < 0 ? auto_threads
+                                                           : attr.progress_thread));
   CHECK(weft_engine_get_attr(e, NULL) == WEFT_ERR_USAGE);
   CHECK(strstr(weft_last_error(), "weft_engine_get_attr: attr = NULL") != NULL);
   CHECK(weft_engine_register_tag(e, tag_barrier, on_barrier, NULL, 0) == WEFT_OK);
