@@ -11,6 +11,7 @@
 #include <string>
 
 #include "c_api/guard.hpp"
+#include "util/log.hpp"
 #include "util/settings.hpp"
 #include "weft/engine_ops.h"
 
@@ -35,8 +36,14 @@ int cpu_setting(setting s) {
 
 // auto (-1: the engine decides when it is allocated), else the flag's 1 or 0.
 int thread_setting(setting s) {
-  if (weft::util::current_text(s) == "auto") return -1;
-  return weft::util::get_flag(s) ? 1 : 0;
+  const std::string v = weft::util::current_text(s);
+  if (v == "auto") return -1;
+  try {
+    return weft::util::get_flag(s) ? 1 : 0;
+  } catch (const weft::fatal_error&) {
+    throw weft::fatal_error("environment", weft::util::row_of(s).env, v,
+                            "expected auto, or 1/0, true/false, yes/no or on/off");
+  }
 }
 
 bool bad_engine(weft_engine_t e, const char* call) {
@@ -152,7 +159,12 @@ int weft_engine_oversubscribed(int machine_ranks) {
 }
 
 void weft_engine_attr_init(weft_engine_attr_t* attr) {
-  if (!attr) return;
+  if (weft_engine_attr_init_checked(attr) != WEFT_OK)
+    WEFT_LOG(warn, "%s (the engine attributes keep their defaults)", weft_last_error());
+}
+
+int weft_engine_attr_init_checked(weft_engine_attr_t* attr) {
+  if (!attr) return WEFT_OK;
   weft_engine_attr_t a{};
   // A bad setting leaves the defaults below and the message for weft_last_error().
   a.progress_cpu = a.comm_cpu = -1;
@@ -163,7 +175,7 @@ void weft_engine_attr_init(weft_engine_attr_t* attr) {
   a.max_am = 65536;
   a.peers_progress = 0;
   a.oversubscribed = 0;  // reported by each engine, never read from here
-  weft::capi::guard([&] {
+  const int rc = weft::capi::guard([&] {
     using weft::util::get_flag;
     using weft::util::get_size;
     a.progress_thread = thread_setting(setting::engine_progress_thread);
@@ -178,6 +190,7 @@ void weft_engine_attr_init(weft_engine_attr_t* attr) {
     a.peers_progress = get_flag(setting::engine_peers_progress);
   });
   *attr = a;
+  return rc;
 }
 
 int weft_engine_free(weft_engine_t* engine) {

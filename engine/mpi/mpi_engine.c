@@ -254,14 +254,15 @@ static const weft_engine_ops_t mpi_ops = {
 };
 
 int weft_engine_alloc_mpi(MPI_Comm comm, const weft_engine_attr_t* attr, weft_engine_t* engine) {
+  int rc0;
   if (!engine)
     return weft_engine_fail("weft_engine_alloc_mpi", "engine", "NULL",
                             "this call needs somewhere to write");
   weft_engine_attr_t a;
   if (attr)
     a = *attr;
-  else
-    weft_engine_attr_init(&a);
+  else if ((rc0 = weft_engine_attr_init_checked(&a)) != WEFT_OK)
+    return rc0; /* a bad WEFT_ENGINE_* setting: refused, named in weft_last_error() */
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized)

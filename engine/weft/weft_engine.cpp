@@ -246,11 +246,10 @@ extern "C" int weft_engine_alloc(const weft_engine_attr_t* attr, weft_engine_t* 
     return weft_engine_fail("weft_engine_alloc", "engine", "NULL",
                             "this call needs somewhere to write");
   weft_engine_attr_t a;
-  if (attr) {
+  if (attr)
     a = *attr;
-  } else {
-    weft_engine_attr_init(&a);
-  }
+  else if (const int rc = weft_engine_attr_init_checked(&a); rc != WEFT_OK)
+    return rc;  // a bad WEFT_ENGINE_* setting: refused, named in weft_last_error()
   if (a.am_batch == 0)
     return weft_engine_fail("weft_engine_alloc", "attr.am_batch", "0", "at least 1");
   if (a.queue_depth < 2)

@@ -83,6 +83,8 @@ typedef struct {
                           rule of WEFT_YIELD, which also forces it on or off) */
 } weft_engine_attr_t;
 
+/* A bad WEFT_ENGINE_* setting leaves the defaults, with a warning on stderr and the message
+   in weft_last_error(); an allocation given NULL attributes refuses it (WEFT_ERR_USAGE). */
 WEFT_C_API void weft_engine_attr_init(weft_engine_attr_t* attr);
 /* The attributes `engine` runs with (those of an engine that does not have a thread are 0:
    the MPI engine has no progress thread). A runtime reads progress_thread and comm_thread

@@ -84,6 +84,10 @@ WEFT_C_API void weft_engine_boot_id(char out[WEFT_ENGINE_BOOT_ID_LEN]);
    WEFT_YIELD on 1, off 0, auto: more ranks than CPUs online. WEFT_ERR_USAGE for a bad
    WEFT_YIELD, with the message set. */
 WEFT_C_API int weft_engine_oversubscribed(int machine_ranks);
+/* weft_engine_attr_init that returns WEFT_ERR_USAGE for a bad WEFT_ENGINE_* setting (the
+   message in weft_last_error(), the defaults in *attr) instead of warning: what an
+   allocation given no attributes refuses. */
+WEFT_C_API int weft_engine_attr_init_checked(weft_engine_attr_t* attr);
 /* Initialises the shared part of a new engine. */
 WEFT_C_API void weft_engine_init_base(weft_engine_t e, const weft_engine_ops_t* ops,
                                       const weft_engine_attr_t* attr, int rank_me, int rank_n);

@@ -77,4 +77,10 @@ expect_error "weft-cholesky: --grid 2x2: 4 processes, but 2 ranks are running" \
 expect_error "weft-cholesky: --engine mpi: this build has no MPI engine" \
   "$weftrun" -n 1 "$dir/weft-cholesky" -n 512 -b 128 --engine mpi
 expect_error "weft-cholesky: --grid 2y2: PxQ with P, Q >= 1" "$dir/weft-cholesky" --grid 2y2
-pass "--help, and clear errors for an indefinite matrix (both engines, ScaLAPACK), N not a multiple of b, a grid that does not match the ranks, an engine not built in, a malformed grid"
+# A bad engine setting refuses the engine (both engines), naming the variable and value.
+bad="WEFT_ENGINE_COMM_THREAD = bogus: expected auto, or 1/0"
+WEFT_ENGINE_COMM_THREAD=bogus expect_error "weft-cholesky: weft: environment: $bad" \
+  "$weftrun" -n 2 "$dir/weft-cholesky" -n 512 -b 128
+WEFT_ENGINE_COMM_THREAD=bogus expect_error "weft-cholesky: weft: environment: $bad" \
+  mpiexec.mpich -n 2 "$dir/weft-cholesky-mpich" -n 512 -b 128 --engine mpi
+pass "--help, and clear errors for an indefinite matrix (both engines, ScaLAPACK), N not a multiple of b, a grid that does not match the ranks, an engine not built in, a malformed grid, a bad engine setting (both engines)"
