@@ -4,6 +4,7 @@
 // answers decide for every device (addresses, registration modes, notification by CQ data).
 #include <rdma/fi_domain.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 
@@ -15,8 +16,16 @@
 
 namespace weft::net::ofi {
 
+// WEFT_OFI_PASSTHRU: read by ofi_rxm when libfabric starts (its first call), so set
+// before it; a value in the environment wins. Over tcp, rxm's own protocol on top of
+// tcp's cost the tiled Cholesky 0-7% a round across hosts (docs/backends.md).
+static void prefer_passthru() {
+  if (util::get_flag(util::setting::ofi_passthru)) setenv("FI_OFI_RXM_ENABLE_PASSTHRU", "1", 0);
+}
+
 // What Weft asks of a provider (also what weft-info lists providers by).
 fi_info* weft_hints() {
+  prefer_passthru();
   fi_info* hints = fab().fi_dupinfo(nullptr);
   hints->ep_attr->type = FI_EP_RDM;
   hints->caps = FI_MSG | FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
