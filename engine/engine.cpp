@@ -3,14 +3,15 @@
 // share (the engine, tags, ranks, lengths, local bounds) and then dispatches through the
 // engine's ops (weft/engine_ops.h), so each implementation sees only valid arguments and
 // every refusal reads the same whichever engine runs.
-#include <unistd.h>
-
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <string>
 
+#include "bootstrap/bootstrap.hpp"
 #include "c_api/guard.hpp"
+#include "core/runtime.hpp"
 #include "util/log.hpp"
 #include "util/settings.hpp"
 #include "weft/engine_ops.h"
@@ -139,22 +140,15 @@ void weft_engine_init_base(weft_engine_t e, const weft_engine_ops_t* ops,
 
 void weft_engine_boot_id(char out[WEFT_ENGINE_BOOT_ID_LEN]) {
   std::memset(out, 0, WEFT_ENGINE_BOOT_ID_LEN);
-  if (FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r")) {
-    if (!std::fgets(out, WEFT_ENGINE_BOOT_ID_LEN, f)) out[0] = 0;
-    std::fclose(f);
-  }
-  out[std::strcspn(out, "\n")] = 0;
+  const std::string id = weft::bootstrap::kernel_boot_id();
+  std::memcpy(out, id.data(), std::min(id.size(), size_t(WEFT_ENGINE_BOOT_ID_LEN - 1)));
 }
 
-// The rule of the core's WEFT_YIELD (src/core/runtime.cpp), for an engine that counts the
-// ranks of its machine itself (the MPI engine, which has no Weft runtime to ask).
+// The core's WEFT_YIELD rule, for an engine that counts the ranks of its machine itself
+// (the MPI engine, which has no Weft runtime to ask).
 int weft_engine_oversubscribed(int machine_ranks) {
   int over = 0;
-  const int rc = weft::capi::guard([&] {
-    const std::string mode = weft::util::get_text(setting::yield);
-    const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    over = mode == "auto" ? cpus > 0 && machine_ranks > cpus : mode == "on";
-  });
+  const int rc = weft::capi::guard([&] { over = weft::impl::yield_rule(machine_ranks); });
   return rc == WEFT_OK ? over : rc;
 }
 

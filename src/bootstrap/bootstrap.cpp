@@ -61,9 +61,7 @@ void bootstrap::ranks_from(const char* call, const char* rank_var, const std::st
                std::string("is not below ") + size_var + " = " + std::to_string(size_));
 }
 
-// The kernel's boot id: the same for every process of one machine (or virtual machine),
-// whatever network namespace or container it runs in. Empty when it cannot be read.
-static std::string boot_id() {
+std::string kernel_boot_id() {
   std::string boot;
   std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
   return boot;
@@ -72,7 +70,7 @@ static std::string boot_id() {
 std::string host_identity() {
   char name[256] = {};
   gethostname(name, sizeof(name) - 1);
-  return std::string(name) + "/" + boot_id();
+  return std::string(name) + "/" + kernel_boot_id();
 }
 
 // A host record: the host's name, '|', the machine's boot id (possibly empty).
@@ -83,7 +81,7 @@ void bootstrap::publish_host(const std::string& launcher_node) {
   put("weft-host", (!id.empty()              ? "id:" + id
                     : !launcher_node.empty() ? "node:" + launcher_node
                                              : "host:" + host_identity()) +
-                       machine_separator + boot_id());
+                       machine_separator + kernel_boot_id());
 }
 
 // Every rank's host record, once: an index per host, and how many share this machine.

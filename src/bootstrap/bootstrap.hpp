@@ -93,6 +93,9 @@ class bootstrap {
 
 // The host name and the kernel's boot id: what tells hosts apart when nothing else does.
 std::string host_identity();
+// The kernel's boot id: the same for every process of one machine (or virtual machine),
+// whatever network namespace or container it runs in. Empty when it cannot be read.
+std::string kernel_boot_id();
 
 // The process-wide bootstrap, created on first use and shared by every runtime.
 std::shared_ptr<bootstrap> acquire();

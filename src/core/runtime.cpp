@@ -77,7 +77,7 @@ bool decide_yield(bootstrap::bootstrap& boot) {
   const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   if (cpus <= 0 || boot.size() <= cpus) return false;
   const int ranks = boot.machine_size();  // this host's ranks among them
-  const bool over = ranks > cpus;
+  const bool over = yield_rule(ranks);
   if (over)
     WEFT_LOG(info,
              "progress yields when idle: %d ranks on this machine, %ld CPUs (WEFT_YIELD=auto)",
@@ -86,6 +86,13 @@ bool decide_yield(bootstrap::bootstrap& boot) {
 }
 
 }  // namespace
+
+bool yield_rule(long machine_ranks) {
+  const std::string mode = util::get_text(util::setting::yield);
+  if (mode != "auto") return mode == "on";
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  return cpus > 0 && machine_ranks > cpus;
+}
 
 runtime_impl::runtime_impl(const runtime_args& a, bool global)
     : id(g_next_runtime_id.fetch_add(1)),

@@ -20,6 +20,11 @@
 
 namespace weft::impl {
 
+// WEFT_YIELD's rule for a rank whose machine runs `machine_ranks` ranks of the job: on,
+// off, or (auto) more ranks than CPUs online. Throws fatal_error for a bad WEFT_YIELD. The
+// runtime decides its yield_when_idle by it; the MPI engine, counting its ranks itself, too.
+bool yield_rule(long machine_ranks);
+
 class device_impl;
 class comp_impl;
 class matching_engine_impl;
