@@ -27,6 +27,11 @@ enum { MPIX_INLINE_OPS = 4 }; /* operations a continuation holds without an allo
 enum { MPIX_TESTING = 1, MPIX_FREED = 2 };
 
 struct mpix_cont;
+typedef struct mpix_done { /* an operation PMPI_Testsome reported: its report, its attach */
+  unsigned seq;
+  int k;
+} mpix_done;
+
 typedef struct mpix_op { /* one attached operation */
   MPI_Request req;
   struct mpix_cont* cont;
@@ -56,15 +61,18 @@ typedef struct mpix_cr {
   int hooked; /* MPI calls us back on completion (mpix_hook_*) instead of PMPI_Testsome */
   int serial; /* below MPI_THREAD_MULTIPLE: one thread at a time attaches and tests */
   /* The tester's own: */
-  MPI_Request* reqs;           /* slot i: an attached operation, or MPI_REQUEST_NULL */
+  MPI_Request* reqs;           /* slot i at reqs[cap - 1 - i] (poll.c: slot_req) */
   mpix_cont** conts;           /* slot i's continuation */
   int* index;                  /* slot i's index into its continuation's statuses */
+  unsigned* seq;               /* slot i's place in attach order (wraps: compare differences) */
+  unsigned next_seq;           /* the next attached operation's */
   int* free_slots;             /* a ring of the free slots below `used`, oldest at fhead */
   int used, fhead, nfree, cap; /* cap: a power of 2 */
   int* done_idx;               /* PMPI_Testsome's outputs (cap entries) */
   MPI_Status* done_sts;
-  mpix_cont *head, *tail; /* ready, waiting for a test */
-  mpix_op* finishing;     /* hooked: reported, not yet seen complete by PMPI_Test */
+  struct mpix_done* order; /* done_idx's entries in attach order (cap entries) */
+  mpix_cont *head, *tail;  /* ready, waiting for a test */
+  mpix_op* finishing;      /* hooked: reported, not yet seen complete by PMPI_Test */
 } mpix_cr;
 
 /* active += d. Below MPI_THREAD_MULTIPLE one thread at a time calls MPI (attach and test
