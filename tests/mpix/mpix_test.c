@@ -198,9 +198,10 @@ enum { THREADS = 4, PER_THREAD = 250 };
  * library frees its slots in that order; round 2 attaches new receives into those slots,
  * and the sender sends them all (synchronous sends: every receive is complete by the
  * barrier) in another scrambled order. Each continuation runs once with its own status.
- * Where the library tests with PMPI_Testsome (MPICH: no completion callback), the one test
- * that finds round 2 complete runs its continuations in attach order, however the slots
- * lie (poll.c: what keeps MPICH's matching in order). */
+ * Where the library tests with PMPI_Testsome (MPICH, which has no completion callback, and
+ * Open MPI under MPI_THREAD_MULTIPLE), the one test that finds round 2 complete runs its
+ * continuations in attach order, however the slots lie (poll.c: what keeps MPICH's
+ * matching in order); Open MPI's callback reports them in its own order. */
 enum { NORDER = 256, ORDER_TAG = 1000 };
 static int order_log[NORDER], order_n, order_bad;
 static void order_cb(MPI_Status* st, void* data) {
@@ -217,7 +218,7 @@ static void order_attach(MPI_Request cr, int* in, MPI_Status* st) {
     CHECK(MPIX_Continue(&r, &flag, order_cb, (void*)(intptr_t)i, &st[i], cr) == MPI_SUCCESS);
   }
 }
-static void order(void) {
+static void order(int testsome) {
   static int in[NORDER];
   static MPI_Status st[NORDER];
   for (int receiver = 0; receiver < 2; ++receiver) {
@@ -261,11 +262,11 @@ static void order(void) {
     CHECK(order_n == NORDER && order_bad == 0);
     for (int i = 0; i < NORDER; ++i) bad += in[i] != i;
     CHECK(bad == 0);
-#ifdef MPICH_VERSION
-    bad = 0;
-    for (int i = 0; i < NORDER; ++i) bad += order_log[i] != i;
-    CHECK(bad == 0);
-#endif
+    if (testsome) {
+      bad = 0;
+      for (int i = 0; i < NORDER; ++i) bad += order_log[i] != i;
+      CHECK(bad == 0);
+    }
     MPI_Request_free(&cr);
   }
 }
@@ -377,7 +378,11 @@ int main(int argc, char** argv) {
   MPI_Barrier(MPI_COMM_WORLD);
   in_waitall_and_release();
   MPI_Barrier(MPI_COMM_WORLD);
-  order();
+#ifdef MPICH_VERSION
+  order(1);
+#else
+  order(!funneled);
+#endif
   MPI_Barrier(MPI_COMM_WORLD);
   if (!funneled) {
     threads();
