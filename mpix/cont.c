@@ -142,9 +142,13 @@ int MPIX_Continue_init(MPI_Request* cont_req, MPI_Info info) {
   return MPI_SUCCESS;
 }
 
-/* Both attach calls: MPIX_Continue reaches it directly, not through the exported symbol. */
-static int attach(int count, MPI_Request* reqs, int* flag, MPIX_Continue_cb_function* cb,
-                  void* cb_data, MPI_Status* statuses, MPI_Request cont_req) {
+/* Both attach calls, each with its own copy: MPIX_Continue's has count 1 folded in (callgrind,
+ * N = 1 000: 25 of the library's 360 instructions a receive, and the library built with
+ * link-time optimization, whose calls across its files are inlined, 24 more). */
+static inline __attribute__((always_inline)) int attach(int count, MPI_Request* reqs, int* flag,
+                                                        MPIX_Continue_cb_function* cb,
+                                                        void* cb_data, MPI_Status* statuses,
+                                                        MPI_Request cont_req) {
   mpix_cr* cr = mpix_find(cont_req);
   if (!cr || (atomic_load_explicit(&cr->state, memory_order_relaxed) & MPIX_FREED))
     return MPI_ERR_REQUEST;
