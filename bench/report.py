@@ -4,10 +4,12 @@
 The machine changes phase between rounds and within them (a cache line takes 0.03-0.06 us to
 cross between the two cores in one phase and 0.2 us or more in another), so no figure is
 compared with a figure of another round: every ratio is taken within a round, against that
-round's best peer. Each measurement is preceded by the flag probe and carries its reading
-(column `flag`); a ratio belongs to a class (CLASS_RULE) when every measurement in it was
-taken in that class, and to "mixed" when they straddle a change of phase. Ratios are then
-summarised (median, range) per class.
+round's best peer. Each measurement is preceded and followed by the flag probe and carries
+both readings (columns `flag`, `flag_after`; raw files from before 2026-12-07 have only the
+first); a measurement whose two readings fall in different classes straddled a change of
+phase ("mixed"), and a ratio belongs to a class (CLASS_RULE) when every reading of every
+measurement in it was taken in that class, to "mixed" otherwise. Ratios are then summarised
+(median, range) per class.
 """
 import csv
 import datetime
@@ -17,14 +19,30 @@ import shutil
 import statistics
 
 FAST_US = 0.1
-CLASS_RULE = ("fast: the probe's cache-line ping-pong (one-way) took under %.1f us just before the "
-              "measurement; slow: %.1f us or more" % (FAST_US, FAST_US))
-FIELDS = ["round", "class", "flag", "system", "api", "mode", "threads", "resources", "workload", "size",
+CLASS_RULE = ("fast: the probe's cache-line ping-pong (one-way) took under %.1f us just before and just "
+              "after the measurement; slow: %.1f us or more both times; mixed: one of each, the machine "
+              "changed phase during the measurement" % (FAST_US, FAST_US))
+# The rule for raw data that has only the probe before each measurement.
+CLASS_RULE_BEFORE = ("fast: the probe's cache-line ping-pong (one-way) took under %.1f us just before the "
+                     "measurement; slow: %.1f us or more" % (FAST_US, FAST_US))
+FIELDS = ["round", "class", "flag", "flag_after", "system", "api", "mode", "threads", "resources", "workload", "size",
           "value", "unit", "mechanism", "stores", "ahead", "split"]
 
 
 def class_of_flag(flag):
     return "fast" if flag < FAST_US else "slow"
+
+
+def flags_of(r):
+    """The flag probe's readings around a measurement: before, and after where recorded."""
+    return tuple(float(r[k]) for k in ("flag", "flag_after") if r.get(k))
+
+
+def class_of_flags(flags, default):
+    """One class for the readings around a measurement (or several): mixed when they differ."""
+    classes = {class_of_flag(f) for f in flags}
+    return classes.pop() if len(classes) == 1 else "mixed" if classes else default
+
 PEERS_MPI = ("mpich", "openmpi")
 
 
@@ -55,11 +73,10 @@ def classify(raw):
 
 
 def by_round(raw):
-    """round -> key -> (value, flag or None)."""
+    """round -> key -> (value, the flag readings around it)."""
     idx = {}
     for r in raw:
-        flag = float(r["flag"]) if r.get("flag") else None
-        idx.setdefault(r["round"], {})[key(r)] = (float(r["value"]), flag)
+        idx.setdefault(r["round"], {})[key(r)] = (float(r["value"]), flags_of(r))
     return idx
 
 
@@ -78,8 +95,7 @@ class Round:
         hit = self.peek(*k)
         if hit is None:
             return None
-        if hit[1] is not None:
-            self.flags.append(hit[1])
+        self.flags.extend(hit[1])
         return hit[0]
 
     def best(self, cands, low=False):
@@ -87,17 +103,14 @@ class Round:
         if not hits:
             return None
         h = (min if low else max)(hits, key=lambda x: x[0])
-        if h[1] is not None:
-            self.flags.append(h[1])
+        self.flags.extend(h[1])
         return h[0]
 
     def measure(self, fn):
         """fn(self) and the class of what it used: fast, slow, or mixed."""
         self.flags = []
         out = fn(self)
-        classes = {class_of_flag(f) for f in self.flags}
-        cls = classes.pop() if len(classes) == 1 else "mixed" if classes else self.start_class
-        return out, cls
+        return out, class_of_flags(self.flags, self.start_class)
 
     # The figures the ratio table uses.
     def lat(self, s, api="am"):
@@ -283,8 +296,8 @@ def round_table(raw, classes, idx):
 
 
 def row_class(r, classes):
-    """A measurement's class: from its own flag reading, else its round's."""
-    return class_of_flag(float(r["flag"])) if r.get("flag") else classes.get(r["round"], "unclassified")
+    """A measurement's class: from its own flag readings, else its round's."""
+    return class_of_flags(flags_of(r), classes.get(r["round"], "unclassified"))
 
 
 def medians(raw, classes):
@@ -437,7 +450,9 @@ def write_doc(path, raw, commands, quick, threads, out, seconds):
     for r in raw:
         c = row_class(r, classes)
         counts[c] = counts.get(c, 0) + 1
-    seen = [c for c in ("fast", "slow", "unclassified") if c in counts]
+    seen = [c for c in ("fast", "slow", "mixed", "unclassified") if c in counts]
+    after = any(r.get("flag_after") for r in raw)  # raw data from before 2026-12-07 has none
+    plotted = [c for c in seen if c != "mixed"]  # a phase change mid-run: counted, not plotted
     med = medians(raw, classes)
     write_medians_csv(os.path.join(out, "medians.csv"), med, seen)
     # Rewritten from raw data (--from-raw): the run's own time, that of its raw file.
@@ -448,14 +463,15 @@ def write_doc(path, raw, commands, quick, threads, out, seconds):
     lines = ["# Benchmarks: Weft against MPICH, Open MPI and UCX", "",
              "Generated by `scripts/bench.sh%s` (`bench/run.py`) on %s: %s, %d cores (`%s`), %d interleaved round%s%s. "
              "Every system ran the same iterations. The machine drifts between phases within minutes, so each ratio is "
-             "taken within one round, and every measurement is preceded by the flag probe of `weft-probe` "
-             "(`bench/machine_probe.cpp`) and classed by it, %s; a ratio is summarised in a class when all its "
+             "taken within one round, and every measurement is %s by the flag probe of "
+             "`weft-probe` (`bench/machine_probe.cpp`) and classed by it, %s; a ratio is summarised in a class when all its "
              "measurements fell in that class (\"mixed\" when they straddle a change). The copy speed drifts on its "
              "own too, so Weft's bandwidth runs are each preceded by the two copy probes as well, and the ratios to "
              "the probes take those (when the raw data has them). Measurements in this run: %s." % (
                  " --quick" if quick else "", now, platform.node() or "host", os.cpu_count(),
                  platform.processor() or platform.machine(), nrounds, "s" if nrounds != 1 else "",
-                 ", %.0f minutes" % (seconds / 60) if seconds else "", CLASS_RULE,
+                 ", %.0f minutes" % (seconds / 60) if seconds else "",
+                 "preceded and followed" if after else "preceded", CLASS_RULE if after else CLASS_RULE_BEFORE,
                  ", ".join("%d %s" % (counts[c], c) for c in seen)),
              "", "Two cores: the multithreaded figures show contention, not scale. Message rate against "
              "1 to 16 threads on a 16-core machine: [scaling.md](scaling.md)."]
@@ -473,7 +489,7 @@ def write_doc(path, raw, commands, quick, threads, out, seconds):
               "(`WEFT_SHM_STORES=auto`: cached or streaming, chosen the same way; see shm.md), whether its data "
               "went ahead of the clear-to-send, and whether the bytes by cross-memory attach were split between "
               "both ends (`WEFT_SHM_SPLIT`).", ""] + round_table(raw, classes, idx)
-    for c in seen:
+    for c in plotted:
         lines += ["", "## 8-byte message rate against threads, %s measurements (M/s)" % c, "",
                   "Loopback: one process, each thread exchanging with itself. Thread mode: 2 processes, each thread "
                   "paired with a thread of the peer; at 1 thread it is process mode.", ""] + thread_table(med, c, threads)
@@ -483,7 +499,7 @@ def write_doc(path, raw, commands, quick, threads, out, seconds):
         lines.append("| %s | " % " | ".join(k) + " | ".join(
             "%s (%d)" % (fmt(med[k][c][0], 4), med[k][c][1]) if c in med[k] else "–" for c in seen) + " |")
     lines += ["", "## Plots", ""]
-    for c in seen:
+    for c in plotted:
         lines += publish_plots(make_plots(med, c, out, threads), path)
     lines += ["## Commands", "", "Each round ran these once, in this order:", "", "```"] + commands + ["```", "", WORKLOADS, "",
               ] + tasks() + continuations() + kmer() + cholesky()

@@ -225,8 +225,13 @@ def run_rounds(cfgs, a, callgrind):
             rows = run_one(c, a.build)
             if rows is not None:
                 rows = before + rows
-            for row in rows or []:  # the phase the machine was in just before
+            # The phase the machine was in just before and just after: it changes within a
+            # run too (an 8-byte rate run read 9.5 M/s after a fast probe, the slow phase's
+            # figure), and such a run must not count in either class.
+            after = flag_probe(a.build) if c["kind"] != "probe" else None
+            for row in rows or []:
                 row["flag"] = flag if flag is not None else row_flag(rows)
+                row["flag_after"] = after if after is not None else ""
             if rows is None:
                 FAILED.append("round %d: %s %s" % (r + 1, c["system"], label))
             for row in rows or []:

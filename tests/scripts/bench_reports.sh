@@ -49,3 +49,31 @@ grep -qF "best MPI engine / best Weft engine: **3.88** (target >= 2.8)." "$tmp/t
 grep -qF "2 ranks on 16 cores (shared memory, every rank unbound)" "$tmp/t/summary.md" ||
   { cat "$tmp/t/summary.md"; fail "taskbench: the machine's cores are not stated"; }
 pass "taskbench.py --report-only: the 16-core table and the 80% ratio"
+
+# A measurement during which the machine changed phase (the probe before it fast, the one after
+# slow) counts in neither class: bench/run.py's raw data with the 8-byte rate runs of Weft
+# (malloc'd buffers) given a slow probe after them moves their 4 fast ratios to "mixed".
+mkdir "$tmp/b"
+"$py" - "$src/bench/results/raw.csv" "$tmp/b/raw.csv" <<'PY' || fail "could not make the raw data"
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+fields = list(rows[0].keys()) + ["flag_after"]
+for r in rows:
+    rate = (r["system"], r["api"], r["mode"], r["workload"]) == ("weft", "am", "process", "rate")
+    r["flag_after"] = "0.3" if rate else r["flag"]
+w = csv.DictWriter(open(sys.argv[2], "w", newline=""), fieldnames=fields)
+w.writeheader()
+w.writerows(rows)
+PY
+"$py" "$src/bench/run.py" --from-raw --out "$tmp/b" --doc "$tmp/b/b.md" --build "$build" \
+  >"$tmp/b.out" 2>&1 || { cat "$tmp/b.out"; fail "run.py --from-raw failed"; }
+section() {  # the ratio table of one class: its line of the malloc'd rate
+  sed -n "/^## Ratios, $1/,/^## /p" "$tmp/b/b.md" | grep -F "8 B message rate (AM, malloc'd buffers)"
+}
+section "fast" | grep -qF "| >= 1.5 | – | 0 |" ||
+  { section "fast"; fail "run.py: a run that straddled a phase change still counts as fast"; }
+section "measurements straddling" | grep -qE "\| >= 1.5 \| [0-9.]+ \| 6 \|" ||
+  { section "measurements straddling"; fail "run.py: the straddling runs are not counted as mixed"; }
+grep -qF "preceded and followed by the flag probe" "$tmp/b/b.md" ||
+  fail "run.py: the page does not say that each measurement is followed by a probe"
+pass "run.py --from-raw: a measurement between a fast and a slow probe counts as mixed"
