@@ -8,7 +8,8 @@ round's best peer. Each measurement is preceded and followed by the flag probe a
 both readings (columns `flag`, `flag_after`; raw files from before 2026-12-07 have only the
 first); a measurement whose two readings fall in different classes straddled a change of
 phase ("mixed"), and a ratio belongs to a class (CLASS_RULE) when every reading of every
-measurement in it was taken in that class, to "mixed" otherwise. Ratios are then summarised
+measurement in it was taken in that class (every peer's of a ratio to the best peer: which
+one is best depends on them all), to "mixed" otherwise. Ratios are then summarised
 (median, range) per class.
 """
 import csv
@@ -103,7 +104,11 @@ class Round:
         if not hits:
             return None
         h = (min if low else max)(hits, key=lambda x: x[0])
-        self.flags.extend(h[1])
+        # Which peer is best depends on every candidate: one measured in the other phase
+        # (UCX's rate at 3.7 M/s in a slow minute beside Open MPI's 12.0 in a fast one)
+        # would crown another peer, so the ratio is of the phase of all of them.
+        for other in hits:
+            self.flags.extend(other[1])
         return h[0]
 
     def measure(self, fn):
@@ -465,13 +470,15 @@ def write_doc(path, raw, commands, quick, threads, out, seconds):
              "Every system ran the same iterations. The machine drifts between phases within minutes, so each ratio is "
              "taken within one round, and every measurement is %s by the flag probe of "
              "`weft-probe` (`bench/machine_probe.cpp`) and classed by it, %s; a ratio is summarised in a class when all its "
-             "measurements fell in that class (\"mixed\" when they straddle a change). The copy speed drifts on its "
+             "measurements fell in that class, those of every peer a best peer was chosen from included "
+             "(\"mixed\" when they straddle a change)%s. The copy speed drifts on its "
              "own too, so Weft's bandwidth runs are each preceded by the two copy probes as well, and the ratios to "
              "the probes take those (when the raw data has them). Measurements in this run: %s." % (
                  " --quick" if quick else "", now, platform.node() or "host", os.cpu_count(),
                  platform.processor() or platform.machine(), nrounds, "s" if nrounds != 1 else "",
                  ", %.0f minutes" % (seconds / 60) if seconds else "",
                  "preceded and followed" if after else "preceded", CLASS_RULE if after else CLASS_RULE_BEFORE,
+                 "; every system's run of one figure follows the others' at once" if after else "",
                  ", ".join("%d %s" % (counts[c], c) for c in seen)),
              "", "Two cores: the multithreaded figures show contention, not scale. Message rate against "
              "1 to 16 threads on a 16-core machine: [scaling.md](scaling.md)."]

@@ -80,7 +80,39 @@ def configurations(quick, threads):
         if t > 1:
             cfgs.append(bench("weft", 1, False, ["rate", "--mode", "am", "--threads", str(t), "--resources", "shared", "--iters", str(rate_it)]))
     cfgs.append(dict(kind="resources", system="weft", args=[str(max(threads)), "200000" if quick else "2000000"]))
-    return cfgs
+    return by_figure(cfgs)
+
+
+# The figures, in the order a round measures them; every system's run of one figure follows
+# the others' at once. The machine changes phase every minute or two, and with each system's
+# whole suite in turn (3-4 minutes a round) the peers of a ratio were measured minutes apart:
+# on 2026-12-07 a quarter of the measurements straddled a change, and UCX's 8-byte rate fell
+# in the slow phase beside Weft's and Open MPI's in the fast one.
+FIGURES = ("probe", "latency", "rate", "bandwidth", "bandwidth_w1", "bandwidth_one", "thread", "loopback",
+           "resources")
+
+
+def figure_of(c):
+    """Which figure of FIGURES a configuration measures."""
+    if c["kind"] in ("probe", "resources"):
+        return c["kind"]
+    if c["kind"] == "ucx":
+        return {"latency": "latency", "rate": "rate", "bandwidth_one": "bandwidth_one"}[c["workload"]]
+    args = c["args"]
+    if c["bin"] == "bench_put_notify":
+        return "latency"
+    if c["n"] == 1:
+        return "loopback"
+    if "--threads" in args:
+        return "thread"
+    if args[0] == "bw":
+        return "bandwidth_w1" if "--window" in args else "bandwidth_one" if "--buffers" in args else "bandwidth"
+    return {"lat": "latency", "rate": "rate"}[args[0]]
+
+
+def by_figure(cfgs):
+    """cfgs grouped by figure (FIGURES' order), each group in its original order."""
+    return sorted(cfgs, key=lambda c: FIGURES.index(figure_of(c)))
 
 
 def command(c, build):
