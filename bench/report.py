@@ -69,8 +69,7 @@ def classify(raw):
     flag = {r["round"]: float(r["value"]) for r in raw
             if r["system"] == "probe" and r["api"] == "flag"}
     rounds = sorted({r["round"] for r in raw}, key=int)
-    return {rd: ("unclassified" if rd not in flag else "fast" if flag[rd] < FAST_US else "slow")
-            for rd in rounds}
+    return {rd: class_of_flag(flag[rd]) if rd in flag else "unclassified" for rd in rounds}
 
 
 def by_round(raw):

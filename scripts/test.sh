@@ -53,6 +53,8 @@ fi
 
 echo "== benchmark smoke test: the whole comparison once in quick mode (figures, no thresholds)"
 /usr/bin/python3 bench/run.py --quick --build build --out build/bench-smoke --no-doc || status=1
+# ... whose raw data has a probe reading before and after each run, figure by figure.
+/usr/bin/python3 tests/scripts/check_bench_raw.py build/bench-smoke/raw.csv || status=1
 echo "== thread-scaling smoke test: bench/scaling.py, 1 round, 1 and 2 threads, and its page"
 /usr/bin/python3 bench/scaling.py --threads 1,2 --rounds 1 --iters 100000 --build build \
   --out build/scaling-smoke --doc build/scaling-smoke/scaling.md || status=1
