@@ -161,7 +161,9 @@ static inline __attribute__((always_inline)) int attach(int count, MPI_Request* 
   int done = !cr->enqueue_complete, rc = MPI_SUCCESS;
   for (int i = 0; i < count && cr->hooked && done; ++i) done = mpix_hook_complete(reqs[i]);
   if (!cr->enqueue_complete && (!cr->hooked || done))
-    rc = PMPI_Testall(count, reqs, &done, statuses);
+    rc = count == 1 ? PMPI_Test(reqs, &done,
+                                statuses == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : statuses)
+                    : PMPI_Testall(count, reqs, &done, statuses);
   if (rc != MPI_SUCCESS) return rc;
   if (done && !cr->enqueue_complete) { /* the flag: cb not run */
     *flag = 1;

@@ -4,8 +4,9 @@
  * attach pushes its continuation, with copies of the operations' requests, on the
  * request's incoming stack (lock-free, any thread); the one thread testing the request at
  * a time owns everything else: it moves incoming operations into slots of one array that
- * it completes with PMPI_Testsome (a free slot is reused, nothing is compacted), and runs
- * the continuations whose operations all completed from a ready queue. */
+ * it completes with PMPI_Testsome (a free slot is reused, nothing is compacted; the oldest
+ * attached are tested first, from a ring of the slots in attach order), and runs the
+ * continuations whose operations all completed from a ready queue. */
 #ifndef WEFT_MPIX_INTERNAL_H
 #define WEFT_MPIX_INTERNAL_H
 
@@ -31,6 +32,12 @@ typedef struct mpix_done { /* an operation PMPI_Testsome reported: its report, i
   unsigned seq;
   int k;
 } mpix_done;
+
+typedef struct mpix_pend { /* an operation in attach order (poll.c's pending ring) */
+  unsigned seq;
+  int slot;
+} mpix_pend;
+enum { MPIX_WINDOW = 16 }; /* operations a window turn tests: the oldest attached */
 
 typedef struct mpix_op { /* one attached operation */
   MPI_Request req;
@@ -71,8 +78,14 @@ typedef struct mpix_cr {
   int* done_idx;               /* PMPI_Testsome's outputs (cap entries) */
   MPI_Status* done_sts;
   struct mpix_done* order; /* done_idx's entries in attach order (cap entries) */
-  mpix_cont *head, *tail;  /* ready, waiting for a test */
-  mpix_op* finishing;      /* hooked: reported, not yet seen complete by PMPI_Test */
+  mpix_pend* pend;         /* slots in attach order, completed ones dropped lazily (a ring) */
+  unsigned phead, ptail;   /* pend's bounds (free-running) */
+  int pcap;                /* pend's size: a power of 2 */
+  int since_full;          /* turns since PMPI_Testsome last scanned every slot */
+  MPI_Request win_reqs[MPIX_WINDOW]; /* a window turn's requests, newest first */
+  int win_slot[MPIX_WINDOW];         /* and their slots */
+  mpix_cont *head, *tail;            /* ready, waiting for a test */
+  mpix_op* finishing;                /* hooked: reported, not yet seen complete by PMPI_Test */
 } mpix_cr;
 
 /* active += d. Below MPI_THREAD_MULTIPLE one thread at a time calls MPI (attach and test

@@ -3,8 +3,8 @@
  * flags and statuses, MPI_REQUEST_NULL after attach, persistent requests left usable,
  * poll-only continuations never run by other MPI calls, max_poll per test, enqueue-complete,
  * cancellation (Listing 4), a continuation request inside MPI_Waitall with ordinary
- * requests, release of an active request, operations completing out of attach order, 4
- * threads attaching, and bad input. Prints
+ * requests, release of an active request, operations completing out of attach order, more
+ * operations than one test looks at, 4 threads attaching, and bad input. Prints
  * "rank R: mpix: all N checks passed". */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -271,6 +271,67 @@ static void order(int testsome) {
   }
 }
 
+/* More operations than a turn of the library tests: poll.c tests the oldest attached ones
+ * (a window) and every slot only when the window finds nothing or every so many turns (at
+ * most 64). The newest attached completes among a stream of the oldest, which keeps every
+ * window busy, and its continuation still runs within 64 tests of the request; then every
+ * continuation runs once, with its own status. */
+enum { NWIN = 2048, NWIN_FIRST = 1536, WIN_TAG = 20000 };
+static int win_in[NWIN], win_runs[NWIN], win_bad;
+static void win_cb(MPI_Status* st, void* data) {
+  const int i = (int)(intptr_t)data;
+  if (st->MPI_SOURCE != peer || st->MPI_TAG != WIN_TAG + i || win_in[i] != i) ++win_bad;
+  ++win_runs[i];
+}
+
+static void window(void) {
+  static MPI_Status st[NWIN];
+  for (int receiver = 0; receiver < 2; ++receiver) {
+    MPI_Request cr = MPI_REQUEST_NULL;
+    int flag = 0, tests = 0, bad = 0;
+    if (me == receiver) {
+      MPI_Info info;
+      MPI_Info_create(&info);
+      MPI_Info_set(info, "mpi_continue_enqueue_complete", "true"); /* attach tests nothing */
+      CHECK(MPIX_Continue_init(&cr, info) == MPI_SUCCESS);
+      MPI_Info_free(&info);
+      memset(win_runs, 0, sizeof(win_runs));
+      win_bad = 0;
+      for (int i = 0; i < NWIN; ++i) {
+        MPI_Request r;
+        MPI_Irecv(&win_in[i], 1, MPI_INT, peer, WIN_TAG + i, MPI_COMM_WORLD, &r);
+        bad += MPIX_Continue(&r, &flag, win_cb, (void*)(intptr_t)i, &st[i], cr) != MPI_SUCCESS;
+      }
+      CHECK(bad == 0);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (me != receiver) { /* synchronous: all arrived once the barrier below ends */
+      for (int i = 0; i < NWIN_FIRST; ++i)
+        MPI_Ssend(&i, 1, MPI_INT, peer, WIN_TAG + i, MPI_COMM_WORLD);
+      const int last = NWIN - 1;
+      MPI_Ssend(&last, 1, MPI_INT, peer, WIN_TAG + last, MPI_COMM_WORLD);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (me == receiver) {
+      while (!win_runs[NWIN - 1] && tests < 1000) {
+        MPI_Test(&cr, &flag, MPI_STATUS_IGNORE);
+        ++tests;
+      }
+      CHECK(win_runs[NWIN - 1] == 1 && tests <= 64);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (me != receiver)
+      for (int i = NWIN_FIRST; i < NWIN - 1; ++i)
+        MPI_Send(&i, 1, MPI_INT, peer, WIN_TAG + i, MPI_COMM_WORLD);
+    if (me != receiver) continue;
+    test_until(&cr);
+    bad = 0;
+    for (int i = 0; i < NWIN; ++i) bad += win_runs[i] != 1;
+    CHECK(bad == 0 && win_bad == 0);
+    MPI_Request_free(&cr);
+  }
+}
+
 static MPI_Request shared_cr;
 static void* attacher(void* arg) {
   int t = (int)(long)arg;
@@ -383,6 +444,8 @@ int main(int argc, char** argv) {
 #else
   order(!funneled);
 #endif
+  MPI_Barrier(MPI_COMM_WORLD);
+  window();
   MPI_Barrier(MPI_COMM_WORLD);
   if (!funneled) {
     threads();
