@@ -178,6 +178,14 @@ def ratio_rows(threads):
          lambda r: (r.lat("weft", "am_in_place"), r.peer_lat(), "us")),
         ("8 B latency (AM, lent in place to a handler), Weft / flag probe", "<= 1.3",
          lambda r: (r.lat("weft", "am_in_place"), r.probe("flag", "latency"), "us")),
+        # A one-way latency is at least a cache line's crossing (the flag probe) plus the
+        # software path of a message, which one process sending to itself measures alone:
+        # latency / flag probe >= 1 + this ratio, whatever the library.
+        ("8 B latency (AM), one process to itself (no crossing), Weft / flag probe", "report",
+         lambda r: (r.get("weft", "am", "loopback", 1, "dedicated", "latency"), r.probe("flag", "latency"), "us")),
+        ("8 B latency (AM, lent in place), one process to itself, Weft / flag probe", "report",
+         lambda r: (r.get("weft", "am_in_place", "loopback", 1, "dedicated", "latency"), r.probe("flag", "latency"),
+                    "us")),
         ("8 B put latency (notified), Weft put / Weft AM", "<= 2",
          lambda r: (r.lat("weft", "put_notify"), r.lat("weft"), "us")),
         # The same ping-pong loop and queue with active messages (bench_put_notify --am):
@@ -275,6 +283,25 @@ def ratio_table(rounds, threads, cls):
         lines.append("| %s | %s | %s | %d | %s | %s | %s vs %s %s |" % (
             name, target, fmt(m), len(ratios), rng, met(m, target), fmt(a), fmt(b), unit))
     return lines
+
+
+def latency_floor(rounds, cls):
+    """What the flag-probe latency target asks of software in this class: a one-way message
+    crosses between the cores at least once (the probe) and runs the library's path, which
+    one process sending to itself measures without a crossing."""
+    out = []
+    for api, label in (("am", "malloc'd"), ("am_in_place", "lent in place")):
+        fn = lambda r, a=api: (r.get("weft", a, "loopback", 1, "dedicated", "latency"), r.probe("flag", "latency"), "us")
+        ratios, path, probe, _ = summarise(rounds, fn, cls)
+        if ratios:
+            out.append("%s: the path alone %s us, %s of the flag probe's %s us, so a one-way latency "
+                       "through it is at least %s probes" % (label, fmt(path), fmt(statistics.median(ratios)), fmt(probe),
+                                   fmt(1 + statistics.median(ratios))))
+    if not out:
+        return []
+    return ["", "A one-way latency is a crossing between the cores (the flag probe) plus the library's path, "
+            "which one process sending to itself runs without a crossing. In this class, " + "; ".join(out) +
+            " (the target asks for 1.3)."]
 
 
 def round_table(raw, classes, idx):
@@ -487,7 +514,7 @@ def write_doc(path, raw, commands, quick, threads, out, seconds):
         if all("| 0 |" in l for l in table[2:]):
             continue
         lines += ["", "## Ratios, %s" % ("measurements straddling a change of phase" if c == "mixed" else c + " measurements"),
-                  ""] + table
+                  ""] + table + latency_floor(rounds, c)
     lines += ["", "## Every round", "",
               "The probes and Weft's headline figures round by round, with the mechanism Weft's shared-memory "
               "backend used for the bandwidth runs (`WEFT_SHM_PUT=auto`: pipelined copy or cross-memory attach, "

@@ -60,6 +60,10 @@ def configurations(quick, threads):
     for how in ("packet", "in_place"):
         cfgs.append(bench("weft", 2, True, ["rate", "--mode", "am", "--am-buffer", how, "--iters", str(rate_it)]))
     cfgs.append(bench("weft", 2, True, ["lat", "--mode", "am", "--am-buffer", "in_place", "--iters", str(lat_it)]))
+    # One process sending to itself: a message's whole software path without a crossing
+    # between cores, the part of a one-way latency that the flag probe does not measure.
+    for how in ("malloc", "in_place"):
+        cfgs.append(bench("weft", 1, True, ["lat", "--mode", "am", "--am-buffer", how, "--iters", str(lat_it)]))
     cfgs.append(dict(kind="bench", system="weft", n=2, bind=True, bin="bench_put_notify",
                      args=["--sizes", "8", "--iters", str(lat_it)]))
     cfgs.append(dict(kind="bench", system="weft", n=2, bind=True, bin="bench_put_notify",
@@ -102,7 +106,7 @@ def figure_of(c):
     if c["bin"] == "bench_put_notify":
         return "latency"
     if c["n"] == 1:
-        return "loopback"
+        return "latency" if args[0] == "lat" else "loopback"
     if "--threads" in args:
         return "thread"
     if args[0] == "bw":
