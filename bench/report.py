@@ -514,7 +514,7 @@ def write_doc(path, raw, commands, quick, threads, out, seconds):
         if all("| 0 |" in l for l in table[2:]):
             continue
         lines += ["", "## Ratios, %s" % ("measurements straddling a change of phase" if c == "mixed" else c + " measurements"),
-                  ""] + table + latency_floor(rounds, c)
+                  ""] + table + (latency_floor(rounds, c) if c != "mixed" else [])
     lines += ["", "## Every round", "",
               "The probes and Weft's headline figures round by round, with the mechanism Weft's shared-memory "
               "backend used for the bandwidth runs (`WEFT_SHM_PUT=auto`: pipelined copy or cross-memory attach, "
