@@ -218,6 +218,17 @@ static void order_attach(MPI_Request cr, int* in, MPI_Status* st) {
     CHECK(MPIX_Continue(&r, &flag, order_cb, (void*)(intptr_t)i, &st[i], cr) == MPI_SUCCESS);
   }
 }
+/* A continuation request made with mpi_continue_enqueue_complete: an attach tests nothing. */
+static MPI_Request enqueue_request(void) {
+  MPI_Request cr = MPI_REQUEST_NULL;
+  MPI_Info info;
+  MPI_Info_create(&info);
+  MPI_Info_set(info, "mpi_continue_enqueue_complete", "true");
+  CHECK(MPIX_Continue_init(&cr, info) == MPI_SUCCESS);
+  MPI_Info_free(&info);
+  return cr;
+}
+
 static void order(int testsome) {
   static int in[NORDER];
   static MPI_Status st[NORDER];
@@ -225,11 +236,7 @@ static void order(int testsome) {
     MPI_Request cr = MPI_REQUEST_NULL;
     int flag = 0, v = 0, bad = 0;
     if (me == receiver) {
-      MPI_Info info;
-      MPI_Info_create(&info);
-      MPI_Info_set(info, "mpi_continue_enqueue_complete", "true"); /* attach tests nothing */
-      CHECK(MPIX_Continue_init(&cr, info) == MPI_SUCCESS);
-      MPI_Info_free(&info);
+      cr = enqueue_request();
       order_n = order_bad = 0;
       order_attach(cr, in, st);
     }
@@ -290,11 +297,7 @@ static void window(void) {
     MPI_Request cr = MPI_REQUEST_NULL;
     int flag = 0, tests = 0, bad = 0;
     if (me == receiver) {
-      MPI_Info info;
-      MPI_Info_create(&info);
-      MPI_Info_set(info, "mpi_continue_enqueue_complete", "true"); /* attach tests nothing */
-      CHECK(MPIX_Continue_init(&cr, info) == MPI_SUCCESS);
-      MPI_Info_free(&info);
+      cr = enqueue_request();
       memset(win_runs, 0, sizeof(win_runs));
       win_bad = 0;
       for (int i = 0; i < NWIN; ++i) {
