@@ -297,14 +297,19 @@ static int test_some(mpix_cr* cr, int window, int* out) {
 /* One PMPI_Testsome per turn, and what it reports finished oldest attached first.
  *
  * With more than 4 x MPIX_WINDOW operations pending, over a window of the oldest of them
- * (MPIX_WINDOW), and over every slot in use only when the window finds nothing or every
- * `every` turns (one turn per MPIX_WINDOW operations pending, at most 64: an operation
- * outside the window that completes is finished within 64 turns). Fewer pending, a window
- * saves too little to pay for itself (2-3% slower at N = 30 under MPICH). Messages mostly
- * complete the oldest receives first, and MPICH's PMPI_Testsome makes progress every 8
- * requests of its scan (MPIR_CVAR_REQUEST_POLL_FREQ), so a scan of N = 1 000 slots costs
- * 125 progress passes whatever it finds; a window, 2 (docs/mpix.md: a fifth less time per
- * receive at N = 1 000).
+ * (MPIX_WINDOW), and over every slot in use once every N / MPIX_WINDOW turns (N pending):
+ * the whole-array tests then cost no more than the windows between them, and an operation
+ * outside the window that completes is finished within N / MPIX_WINDOW turns, the time of
+ * about two whole-array tests. Messages mostly complete the oldest receives first, and
+ * MPICH's PMPI_Testsome makes progress every 8 requests of its scan
+ * (MPIR_CVAR_REQUEST_POLL_FREQ), so a scan of N = 1 000 slots costs 125 progress passes
+ * whatever it finds, a window 2; Open MPI's scans every request it is given (docs/mpix.md:
+ * a fifth less time per receive at N = 1 000, and at N = 50 000 under Open MPI with
+ * MPI_THREAD_MULTIPLE a thirtieth). Fewer pending, a window saves too little to pay for
+ * itself (about 3% slower at N = 30 under MPICH). Testing every slot also whenever a
+ * window found nothing (and at least every 64 turns) was 15x slower at N = 50 000 under
+ * Open MPI with MPI_THREAD_MULTIPLE: a receiver that outpaces its sender finds nothing at
+ * most turns.
  *
  * Either is given to PMPI_Testsome newest first: an operation it passed completes behind
  * it and is reported by the next call, after operations attached later, and a
@@ -316,17 +321,14 @@ static int test_some(mpix_cr* cr, int window, int* out) {
 static int poll_ops(mpix_cr* cr) {
   if (!cr->used) return MPI_SUCCESS;
   const int live = cr->used - cr->nfree;
-  const int every = live > 64 * MPIX_WINDOW ? 64 : live / MPIX_WINDOW;
-  int out = 0, rc = MPI_SUCCESS;
-  if (live > 4 * MPIX_WINDOW && ++cr->since_full < every) {
+  int out = 0, rc;
+  if (live > 4 * MPIX_WINDOW && ++cr->since_full < live / MPIX_WINDOW) {
     rc = test_some(cr, fill_window(cr), &out);
-    if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) return rc;
-  }
-  if (!out) {
+  } else {
     cr->since_full = 0;
     rc = test_some(cr, 0, &out);
-    if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) return rc;
   }
+  if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) return rc;
   sort_reported(cr, out);
   for (int m = 0; m < out; ++m) { /* an error completes its operation too: in its status */
     const int k = cr->order[m].k;
