@@ -4,9 +4,10 @@
 engine (with and without its progress and communication threads) and over the MPI engine
 (MPICH and Open MPI, with and without its communication thread), and ScaLAPACK's pdpotrf
 (MPICH and Open MPI builds), each on every grid of the ranks and every tile / block size
-from large to small, interleaved rounds each after the flag probe. One BLAS thread per rank
-for everyone (OPENBLAS_NUM_THREADS=1, one worker). A run factorizes --reps times and reports
-the median; the residual is checked by the test suite (script.cholesky), not here. The
+from large to small, interleaved rounds, each run between two flag probes. One BLAS thread
+per rank for everyone (OPENBLAS_NUM_THREADS=1, one worker). A run factorizes --reps times
+and reports the median; the residual is checked by the test suite (script.cholesky), not
+here. The
 ceiling is the Weft program on one rank (no flows) times the cores the ranks have. Writes
 bench/results/cholesky_raw.csv, bench/results/cholesky.md and docs/img/cholesky_*.png
 (--quick: under build/cholesky-bench). --bind core has every launcher bind rank i to core i
@@ -135,8 +136,7 @@ def main():
             ([] if a.hosts else [("one rank", "1x1")])]
     raw, start = [], time.time()
     for i, (r, system, grid, b) in enumerate(plan):
-        flag = float(results([os.path.join(a.build, "bench", "weft-probe"), "flag", "--trials",
-                              "1"])[0]["value"])
+        flag = probe(a.build)
         print("[%d/%d] round %d %-28s grid %s b %4d (flag probe %.3f us, %.1f min)" %
               (i + 1, len(plan), r, system, grid, b, flag, (time.time() - start) / 60), flush=True)
         if system == "one rank":
@@ -149,9 +149,10 @@ def main():
         cmd += ["-n", str(a.n), "-b", str(b), "--grid", grid, "--reps", str(a.reps), "--no-check"]
         row = {"round": r, "system": system, "grid": grid, "n": a.n, "b": b, "seconds": "",
                "gflops": "", "latency_p50_us": "", "latency_p99_us": "", "flag_us": flag,
-               "hung": 0, "failed": 0, "cores": os.cpu_count()}
+               "flag_after_us": flag, "hung": 0, "failed": 0, "cores": os.cpu_count()}
         try:
             secs, stdout = timed(cmd, env, a.run_timeout)
+            row["flag_after_us"] = probe(a.build)
         except RunFailed as e:
             # One launch that fails (Open MPI once could not make its session directory on
             # the namespace hosts, which share /tmp) is recorded and left out, not the end
@@ -184,6 +185,11 @@ def main():
     report(raw, a, time.time() - start, name, systems, tiles, ranks)
 
 
+def probe(build):
+    """The flag probe's one-way latency now (us)."""
+    return float(results([os.path.join(build, "bench", "weft-probe"), "flag", "--trials", "1"])[0]["value"])
+
+
 def report_from_csv(a, name):
     """The summary and plots again from <name>_raw.csv; the flags in the first line are the
     recorded run's only where given again here."""
@@ -194,7 +200,8 @@ def report_from_csv(a, name):
         x.setdefault("failed", 0)  # ... and before this one: no run failed
         for k in ("round", "n", "b", "hung", "failed", "cores"):
             x[k] = int(x[k])
-        for k in ("seconds", "gflops", "latency_p50_us", "latency_p99_us", "flag_us"):
+        x.setdefault("flag_after_us", x["flag_us"])  # rows from before the probe after each run
+        for k in ("seconds", "gflops", "latency_p50_us", "latency_p99_us", "flag_us", "flag_after_us"):
             x[k] = float(x[k]) if x[k] != "" else ""
     tiles = sorted({x["b"] for x in raw}, reverse=True)
     a.tiles = ",".join(str(t) for t in tiles)
@@ -223,7 +230,7 @@ def best_config(raw, systems, b):
 
 
 def report(raw, a, seconds, name, systems, tiles, ranks):
-    flags = [x["flag_us"] for x in raw]
+    flags = [x[k] for x in raw for k in ("flag_us", "flag_after_us") if x.get(k) != ""]
     a.cores = int(raw[0]["cores"])
     used = sorted({x["grid"] for x in raw if x["system"] != "one rank"})
     hung = sum(1 for x in raw if x["gflops"] == "" and not x["failed"])

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: BSD-3-Clause
 """Message rate against threads, 1..N, on a machine with many cores: Weft beside the MPIs
-that are installed there, in interleaved rounds, each measurement preceded by the flag probe.
+that are installed there, in interleaved rounds, each measurement between two flag probes.
 
     bench/scaling.py [--threads 1,2,4,8,16] [--rounds 3] [--build build-bench]
                      [--out bench/results] [--doc docs/scaling.md] [--no-doc] [--from-raw]
@@ -79,10 +79,12 @@ def run_rounds(cfgs, rounds, build, raw_path):
                                                         c.get("n", 1), label), flush=True)
             flag = run.flag_probe(build) if c["kind"] != "probe" else None
             rows = run.run_one(c, build)
+            after = run.flag_probe(build) if c["kind"] != "probe" else None
             if rows is None:
                 failed.append("round %d: %s n=%s %s" % (r + 1, c["system"], c.get("n", 1), label))
             for row in rows or []:
                 row["flag"] = flag if flag is not None else run.row_flag(rows)
+                row["flag_after"] = after if after is not None else row["flag"]
                 row["round"] = str(r)
                 raw.append(row)
         save_raw(raw_path, raw)
