@@ -7,9 +7,8 @@ engine (with and without its progress and communication threads) and over the MP
 from large to small, interleaved rounds, each run between two flag probes. One BLAS thread
 per rank for everyone (OPENBLAS_NUM_THREADS=1, one worker). A run factorizes --reps times
 and reports the median; the residual is checked by the test suite (script.cholesky), not
-here. The
-ceiling is the Weft program on one rank (no flows) times the cores the ranks have. Writes
-bench/results/cholesky_raw.csv, bench/results/cholesky.md and docs/img/cholesky_*.png
+here. The ceiling is the Weft program on one rank (no flows) times the cores the ranks have.
+Writes bench/results/cholesky_raw.csv, bench/results/cholesky.md and docs/img/cholesky_*.png
 (--quick: under build/cholesky-bench). --bind core has every launcher bind rank i to core i
 (weftrun, hydra and mpirun alike) and writes cholesky_bound_* instead: with the engines'
 threads and no binding the scheduler sometimes leaves both workers on one core.
@@ -31,7 +30,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cont_bench import results  # noqa: E402  (the flag probe's runner)
+from run import flag_probe  # noqa: E402
 from kmer_bench import TCP_ENV, RunFailed, timed  # noqa: E402  (tcp settings; a run killed when hung)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -136,7 +135,7 @@ def main():
             ([] if a.hosts else [("one rank", "1x1")])]
     raw, start = [], time.time()
     for i, (r, system, grid, b) in enumerate(plan):
-        flag = probe(a.build)
+        flag = float(flag_probe(a.build))
         print("[%d/%d] round %d %-28s grid %s b %4d (flag probe %.3f us, %.1f min)" %
               (i + 1, len(plan), r, system, grid, b, flag, (time.time() - start) / 60), flush=True)
         if system == "one rank":
@@ -149,10 +148,9 @@ def main():
         cmd += ["-n", str(a.n), "-b", str(b), "--grid", grid, "--reps", str(a.reps), "--no-check"]
         row = {"round": r, "system": system, "grid": grid, "n": a.n, "b": b, "seconds": "",
                "gflops": "", "latency_p50_us": "", "latency_p99_us": "", "flag_us": flag,
-               "flag_after_us": flag, "hung": 0, "failed": 0, "cores": os.cpu_count()}
+               "flag_after_us": "", "hung": 0, "failed": 0, "cores": os.cpu_count()}
         try:
             secs, stdout = timed(cmd, env, a.run_timeout)
-            row["flag_after_us"] = probe(a.build)
         except RunFailed as e:
             # One launch that fails (Open MPI once could not make its session directory on
             # the namespace hosts, which share /tmp) is recorded and left out, not the end
@@ -161,6 +159,7 @@ def main():
             print("  failed with exit status %d; its last output:\n%s" %
                   (e.code, "\n".join(e.output.splitlines()[-5:])), flush=True)
             secs, stdout = 0.0, ""
+        row["flag_after_us"] = float(flag_probe(a.build))
         res = [dict(f.split("=", 1) for f in line.split()[1:]) for line in stdout.splitlines()
                if line.startswith("RESULT")]
         if secs is None:
@@ -183,11 +182,6 @@ def main():
             w.writeheader()
             w.writerows(raw)
     report(raw, a, time.time() - start, name, systems, tiles, ranks)
-
-
-def probe(build):
-    """The flag probe's one-way latency now (us)."""
-    return float(results([os.path.join(build, "bench", "weft-probe"), "flag", "--trials", "1"])[0]["value"])
 
 
 def report_from_csv(a, name):

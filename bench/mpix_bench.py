@@ -18,19 +18,15 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cont_bench import results  # noqa: E402  (one runner for both scripts)
+from report import class_of_flags  # noqa: E402
+from run import flag_probe  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def probe(b):
-    """The flag probe's one-way latency now (us)."""
-    return float(results([os.path.join(b, "weft-probe"), "flag", "--trials", "1"])[0]["value"])
-
-
 def phase(x):
-    """f: both probes around the run under 0.1 us, s: both at or over, m: one of each."""
-    fast = [v < 0.1 for v in (x["flag_us"], x.get("flag_after_us", x["flag_us"]))]
-    return "f" if all(fast) else "s" if not any(fast) else "m"
+    """f, s or m: the class (report.py's) of the probe readings around the run."""
+    return class_of_flags((x["flag_us"], x.get("flag_after_us", x["flag_us"])), "")[0]
 
 
 def by_round(raw, system, n):
@@ -72,10 +68,10 @@ def main():
                 if os.path.exists(exe):
                     runs.append((flavour, cmd + [exe] + mpi_args))
             for name, cmd in runs:
-                flag = probe(b)
+                flag = float(flag_probe(a.build))
                 print("[round %d/%d] N=%d %s (flag probe %.3f us)" % (r, a.rounds, n, name, flag), flush=True)
                 rows = results(cmd)
-                after = probe(b)
+                after = float(flag_probe(a.build))
                 for row in rows:
                     raw.append({"round": r, "n": n, "system": row["system"], "api": row["api"],
                                 "ns": float(row["value"]), "flag_us": flag, "flag_after_us": after})

@@ -120,6 +120,10 @@ class Round:
     def lat(self, s, api="am"):
         return self.get(s, api, "process", 1, "dedicated", "latency")
 
+    def own_lat(self, api="am"):
+        """Weft's 8-byte latency of one process sending to itself: a message's path alone."""
+        return self.get("weft", api, "loopback", 1, "dedicated", "latency")
+
     def rate(self, s, api="am"):
         return self.get(s, api, "process", 1, "dedicated", "rate")
 
@@ -182,10 +186,9 @@ def ratio_rows(threads):
         # software path of a message, which one process sending to itself measures alone:
         # latency / flag probe >= 1 + this ratio, whatever the library.
         ("8 B latency (AM), one process to itself (no crossing), Weft / flag probe", "report",
-         lambda r: (r.get("weft", "am", "loopback", 1, "dedicated", "latency"), r.probe("flag", "latency"), "us")),
+         lambda r: (r.own_lat(), r.probe("flag", "latency"), "us")),
         ("8 B latency (AM, lent in place), one process to itself, Weft / flag probe", "report",
-         lambda r: (r.get("weft", "am_in_place", "loopback", 1, "dedicated", "latency"), r.probe("flag", "latency"),
-                    "us")),
+         lambda r: (r.own_lat("am_in_place"), r.probe("flag", "latency"), "us")),
         ("8 B put latency (notified), Weft put / Weft AM", "<= 2",
          lambda r: (r.lat("weft", "put_notify"), r.lat("weft"), "us")),
         # The same ping-pong loop and queue with active messages (bench_put_notify --am):
@@ -291,12 +294,12 @@ def latency_floor(rounds, cls):
     one process sending to itself measures without a crossing."""
     out = []
     for api, label in (("am", "malloc'd"), ("am_in_place", "lent in place")):
-        fn = lambda r, a=api: (r.get("weft", a, "loopback", 1, "dedicated", "latency"), r.probe("flag", "latency"), "us")
+        fn = lambda r, a=api: (r.own_lat(a), r.probe("flag", "latency"), "us")
         ratios, path, probe, _ = summarise(rounds, fn, cls)
         if ratios:
+            m = statistics.median(ratios)
             out.append("%s: the path alone %s us, %s of the flag probe's %s us, so a one-way latency "
-                       "through it is at least %s probes" % (label, fmt(path), fmt(statistics.median(ratios)), fmt(probe),
-                                   fmt(1 + statistics.median(ratios))))
+                       "through it is at least %s probes" % (label, fmt(path), fmt(m), fmt(probe), fmt(1 + m)))
     if not out:
         return []
     return ["", "A one-way latency is a crossing between the cores (the flag probe) plus the library's path, "

@@ -8,8 +8,9 @@ engine on MPICH and on Open MPI (and its continuation-based variant, mpi-cont-en
 completions through MPIX_Continue instead of MPI_Testsome), and plain MPI (bench_<mpi> bw,
 8 fragments in flight) at 8 MiB as the MPI engine's fairness check. Each measurement is
 preceded and followed by the flag probe (weft-probe). Writes raw.csv, bandwidth and
-latency plots (PNG) and a markdown summary (summary.md): per system the smallest fragment that still reaches 80% of its own 8 MiB
-bandwidth (interpolated in log size), and the ratio MPI engine / Weft engine.
+latency plots (PNG) and a markdown summary (summary.md): per system the smallest fragment
+that still reaches 80% of its own 8 MiB bandwidth (interpolated in log size), and the ratio
+MPI engine / Weft engine.
 
   bench/taskbench.py [--build build] [--out DIR] [--rounds R] [--quick] [--mode pingpong|overlap]
                      [--streams C] [--no-sync]

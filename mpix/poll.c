@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The tester's side of a continuation request: one turn takes the attached continuations,
  * completes operations with one PMPI_Testsome (over the oldest attached, or over the whole
- * slot array) and runs the ready continuations; the registry that finds a request by its handle and
- * lists the requests whose continuations run from any interposed call; and the release of a freed
- * request. */
+ * slot array) and runs the ready continuations; the registry that finds a request by its
+ * handle and lists the requests whose continuations run from any interposed call; and the
+ * release of a freed request. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -284,10 +284,8 @@ static int test_some(mpix_cr* cr, int window, int* out) {
   const int n = window ? window : cr->used;
   MPI_Request* reqs = window ? cr->win_reqs : slot_req(cr, cr->used - 1);
   int rc = PMPI_Testsome(n, reqs, out, cr->done_idx, cr->done_sts);
-  if ((rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) || *out == MPI_UNDEFINED) {
-    if (*out == MPI_UNDEFINED) *out = 0;
-    return rc;
-  }
+  if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) return rc;
+  if (*out == MPI_UNDEFINED) *out = 0; /* none active: nothing reported */
   for (int k = 0; k < *out; ++k)
     cr->done_idx[k] =
         window ? cr->win_slot[window - 1 - cr->done_idx[k]] : cr->used - 1 - cr->done_idx[k];
