@@ -36,16 +36,21 @@ from kmer_bench import TCP_ENV, RunFailed, timed  # noqa: E402  (tcp settings; a
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NO_THREADS = {"WEFT_ENGINE_PROGRESS_THREAD": "0", "WEFT_ENGINE_COMM_THREAD": "0"}
 THREADS = {"WEFT_ENGINE_PROGRESS_THREAD": "1", "WEFT_ENGINE_COMM_THREAD": "1"}  # explicit
-# system -> (program, engine argument, environment)
+# system -> (program, engine argument, environment, more arguments). Without the engine's
+# threads the executor's workers drive the engine between their tasks (--drive auto, where
+# the machine is not oversubscribed); the "driver" systems have the program's main thread
+# drive it instead, as every run did before 2026-12-07.
 SYSTEMS = {
-    "weft-engine threads": ("weft-cholesky", "weft", THREADS),
-    "weft-engine no threads": ("weft-cholesky", "weft", NO_THREADS),
-    "mpi-engine mpich thread": ("weft-cholesky-mpich", "mpi", THREADS),
-    "mpi-engine mpich no thread": ("weft-cholesky-mpich", "mpi", NO_THREADS),
-    "mpi-engine openmpi thread": ("weft-cholesky-openmpi", "mpi", THREADS),
-    "mpi-engine openmpi no thread": ("weft-cholesky-openmpi", "mpi", NO_THREADS),
-    "scalapack mpich": ("scalapack-cholesky-mpich", None, {}),
-    "scalapack openmpi": ("scalapack-cholesky-openmpi", None, {}),
+    "weft-engine threads": ("weft-cholesky", "weft", THREADS, []),
+    "weft-engine no threads": ("weft-cholesky", "weft", NO_THREADS, []),
+    "weft-engine driver": ("weft-cholesky", "weft", NO_THREADS, ["--drive", "driver"]),
+    "mpi-engine mpich thread": ("weft-cholesky-mpich", "mpi", THREADS, []),
+    "mpi-engine mpich no thread": ("weft-cholesky-mpich", "mpi", NO_THREADS, []),
+    "mpi-engine mpich driver": ("weft-cholesky-mpich", "mpi", NO_THREADS, ["--drive", "driver"]),
+    "mpi-engine openmpi thread": ("weft-cholesky-openmpi", "mpi", THREADS, []),
+    "mpi-engine openmpi no thread": ("weft-cholesky-openmpi", "mpi", NO_THREADS, []),
+    "scalapack mpich": ("scalapack-cholesky-mpich", None, {}, []),
+    "scalapack openmpi": ("scalapack-cholesky-openmpi", None, {}, []),
 }
 FAMILY = {"weft": "Weft engine", "mpi-engine": "MPI engine", "scalapack": "ScaLAPACK"}
 
@@ -55,7 +60,7 @@ def family(system):
 
 
 def launch(system, ranks, a):
-    program, engine, _ = SYSTEMS[system]
+    program, engine, _, more = SYSTEMS[system]
     exe = os.path.join(a.build, "apps", "cholesky", program)
     hydra = ["mpiexec.hydra", "-launcher", "ssh", "-launcher-exec", a.enter or "", "-iface",
              a.iface or "", "-hosts", a.hosts or "", "-n", str(ranks)]
@@ -77,7 +82,7 @@ def launch(system, ranks, a):
         cmd = [os.path.join(a.build, "weftrun"), "--bind-to", a.bind, "-n", str(ranks)]
     else:
         cmd = ["mpiexec.mpich", "-bind-to", a.bind, "-n", str(ranks)]
-    return cmd + [exe] + (["--engine", engine] if engine else [])
+    return cmd + [exe] + (["--engine", engine] if engine else []) + more
 
 
 def grids(ranks):

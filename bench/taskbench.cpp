@@ -12,6 +12,7 @@
 //   taskbench [--engine weft|mpi] [--mode pingpong|overlap] [--sizes a,b,..|--sweep]
 //             [--streams C] [--iters T] [--total BYTES] [--no-sync] [--workers W]
 //             [--max-gets G] [--check] [--flops F] [--reps R] [--settle S]
+//             [--drive auto|workers|driver]
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -36,6 +37,7 @@ struct config {
   int streams = 1, iters = 4, workers = 1, reps = 3;
   int settle = 5;  // untimed runs of the first size (one for each later size)
   size_t total = size_t(64) << 20, max_gets = 8;
+  weft::exec::options::drive_by drive = weft::exec::options::drive_by::automatic;
   bool sync = true, check = false;
   double flops = 0;  // overlap: total multiply-adds per stream per run (0: chosen)
 };
@@ -214,7 +216,13 @@ config parse(int argc, char** argv) {
       c.settle = std::max(1, std::atoi(next().c_str()));
     else if (a == "--max-gets")
       c.max_gets = size_t(std::atoll(next().c_str()));
-    else if (a == "--flops")
+    else if (a == "--drive") {
+      const std::string v = next();
+      if (!weft::exec::drive_from_name(v, c.drive)) {
+        std::fprintf(stderr, "taskbench: --drive %s: auto, workers or driver\n", v.c_str());
+        std::exit(2);
+      }
+    } else if (a == "--flops")
       c.flops = std::atof(next().c_str());
     else if (a == "--no-sync")
       c.sync = false;
@@ -255,6 +263,7 @@ int main(int argc, char** argv) {
   weft::exec::options o;
   o.workers = c.workers;
   o.max_gets = c.max_gets;
+  o.drive = c.drive;
   int status = 0;
   const std::string system = c.engine == "weft" ? "weft-engine" : std::string("mpi-engine");
   auto x = std::make_unique<weft::exec::executor>(e, o);

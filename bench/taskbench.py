@@ -44,8 +44,12 @@ def systems(build, mode, bind):
     # peers_progress: the engine's puts by the measured mechanism (WEFT_ENGINE_PEERS_PROGRESS);
     # by default cross-memory attach.
     pp = {"WEFT_ENGINE_PEERS_PROGRESS": "1"}
+    # Without the engine's threads the executor's workers drive the engine (--drive auto);
+    # "driver": the program's main thread drives it, as every run did before 2026-12-07.
     out = [("weft-engine threads", weftrun + [os.path.join(tb, "weft-taskbench")], {}),
            ("weft-engine no threads", weftrun + [os.path.join(tb, "weft-taskbench")], nothreads),
+           ("weft-engine driver", weftrun + [os.path.join(tb, "weft-taskbench"), "--drive", "driver"],
+            nothreads),
            ("weft-engine threads peers_progress", weftrun + [os.path.join(tb, "weft-taskbench")], pp),
            ("weft-engine no threads peers_progress", weftrun + [os.path.join(tb, "weft-taskbench")],
             dict(nothreads, **pp))]
@@ -59,6 +63,10 @@ def systems(build, mode, bind):
                 out.append(("%s %s thread" % (kind, flavour), cmd + [binary, "--engine", "mpi"], {}))
                 out.append(("%s %s no thread" % (kind, flavour), cmd + [binary, "--engine", "mpi"],
                             {"WEFT_ENGINE_COMM_THREAD": "0"}))
+                if kind == "mpi-engine":
+                    out.append(("%s %s driver" % (kind, flavour),
+                                cmd + [binary, "--engine", "mpi", "--drive", "driver"],
+                                {"WEFT_ENGINE_COMM_THREAD": "0"}))
     return out, launch
 
 
@@ -320,10 +328,15 @@ def report(raw, out, mode, seconds, where):
         mp = [v for s, v in thp.items() if s.startswith("mpi-engine")]
         lines.append("The same against each system's peak (robust to a dip at 8 MiB): **%.2f**." %
                      (min(mp) / min(wp)))
-    for s in sorted(th):  # the continuation-based MPI engine against the Testsome one
-        base = s.replace("mpi-cont-engine", "mpi-engine")
-        if s.startswith("mpi-cont-engine") and base in th:
-            near = lambda d, want: d[min(d, key=lambda k: abs(k - want))]
+    near = lambda d, want: d[min(d, key=lambda k: abs(k - want))]
+    # The continuation-based MPI engine against the Testsome one, and each engine driven
+    # by its workers ("no thread(s)") against the same driven by the program's thread.
+    pairs = [(s, s.replace("mpi-cont-engine", "mpi-engine")) for s in sorted(th)
+             if s.startswith("mpi-cont-engine")]
+    pairs += [(s.replace(" driver", " no threads" if s.startswith("weft") else " no thread"), s)
+              for s in sorted(th) if s.endswith(" driver")]
+    for s, base in pairs:
+        if s in th and base in th:
             lines.append("%s / %s: 80%% size %.2f, bandwidth at 64 KiB %.2f, at 8 KiB %.2f." %
                          (s, base, th[s] / th[base], near(bw[s], 65536) / near(bw[base], 65536),
                           near(bw[s], 8192) / near(bw[base], 8192)))

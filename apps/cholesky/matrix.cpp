@@ -37,13 +37,19 @@ void usage(const char* program, bool tiled) {
       "  --matrix      spd (default) or indefinite (not positive definite: an error)\n"
       "  --no-check    skip gathering L and the residual ||A - L L^T||_F / ||A||_F\n"
       "  --reps R      factorize R times, report the median and the best (default 1)\n",
-      program, tiled ? " [--engine weft|mpi] [--threads T] [--max-gets G]" : "",
+      program,
+      tiled ? " [--engine weft|mpi] [--threads T] [--max-gets G]\n         [--drive "
+              "auto|workers|driver]"
+            : "",
       tiled ? "tile size" : "ScaLAPACK block size");
   if (tiled)
     std::printf(
         "  --engine      weft (default) or mpi (the MPI engine, in %s_mpich/_openmpi)\n"
         "  --threads T   worker threads per rank (default 1)\n"
-        "  --max-gets G  tile fetches in flight per rank (default 8)\n",
+        "  --max-gets G  tile fetches in flight per rank (default 8)\n"
+        "  --drive D     who drives the engine while tasks run: workers (between tasks),\n"
+        "                driver (the main thread), auto (default: workers when the engine\n"
+        "                runs no thread of its own)\n",
         program);
   std::printf("prints: time, GFLOP/s, 'residual <value>' on rank 0; 'rank R: %s: ok' on each\n",
               program);
@@ -83,6 +89,10 @@ args parse_args(int argc, char** argv, const char* program, bool tiled) {
       if (a.engine != "weft" && a.engine != "mpi") bad(program, o, a.engine, "weft or mpi");
     } else if (tiled && o == "--threads") {
       a.threads = int(number(program, o, next(), 1));
+    } else if (tiled && o == "--drive") {
+      a.drive = next();
+      if (a.drive != "auto" && a.drive != "workers" && a.drive != "driver")
+        bad(program, o, a.drive, "auto, workers or driver");
     } else if (tiled && o == "--max-gets") {
       a.max_gets = size_t(number(program, o, next(), 1));
     } else {

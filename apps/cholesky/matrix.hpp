@@ -22,10 +22,11 @@ struct args {
   bool check = true;
   int reps = 1;
   size_t max_gets = 8;
+  std::string drive = "auto";  // who drives the engine: auto, workers or driver
 };
 
 // Parses the command line of `program` (a message and exit(2) on bad input); `tiled`: the
-// options of weft-cholesky (--engine, --threads, --max-gets) are allowed.
+// options of weft-cholesky (--engine, --threads, --max-gets, --drive) are allowed.
 args parse_args(int argc, char** argv, const char* program, bool tiled);
 
 // Checks the grid against the ranks, choosing it when none was given; false after a message.

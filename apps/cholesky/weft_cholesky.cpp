@@ -40,9 +40,10 @@ void factorize(weft::exec::executor& x, chol::tile_store& s, chol::verdict& v,
 }
 
 // idle: what the executor's idle threads do (docs/cholesky.md): sleep on an oversubscribed
-// machine (the engine's attribute), yield otherwise.
+// machine (the engine's attribute), yield otherwise; drive: who drove the engine.
 void print_results(const chol::args& a, const std::vector<double>& times,
-                   std::vector<double>& latency, double residual, const char* idle) {
+                   std::vector<double>& latency, double residual, const char* idle,
+                   const char* drive) {
   const double median = percentile(times, 0.5), best = percentile(times, 0);
   const double gf = chol::flops(a.n) / 1e9;
   const char* system = a.engine == "weft" ? "weft-engine" : "mpi-engine";
@@ -52,9 +53,9 @@ void print_results(const chol::args& a, const std::vector<double>& times,
               percentile(latency, 0.5), percentile(latency, 0.99), latency.size());
   std::printf(
       "RESULT system=%s workload=cholesky n=%ld b=%ld grid=%dx%d threads=%d seconds=%.6f "
-      "best=%.6f gflops=%.4f latency_p50_us=%.2f latency_p99_us=%.2f idle=%s\n",
+      "best=%.6f gflops=%.4f latency_p50_us=%.2f latency_p99_us=%.2f idle=%s drive=%s\n",
       system, a.n, a.block, a.p, a.q, a.threads, median, best, gf / median,
-      percentile(latency, 0.5), percentile(latency, 0.99), idle);
+      percentile(latency, 0.5), percentile(latency, 0.99), idle, drive);
   if (residual >= 0)
     std::printf("residual %.3e\n", residual);
   else
@@ -78,6 +79,7 @@ int main(int argc, char** argv) {
     weft::exec::options o;
     o.workers = a.threads;
     o.max_gets = a.max_gets;
+    weft::exec::drive_from_name(a.drive, o.drive);  // parse_args checked the name
     weft::exec::executor x(e, o);
     chol::tile_store s(a, me);
     std::vector<double> times, latency;
@@ -102,7 +104,8 @@ int main(int argc, char** argv) {
     weft_engine_attr_t attr{};
     weft_engine_get_attr(e, &attr);
     if (me == 0 && status == 0)
-      print_results(a, times, latency, v.residual, attr.oversubscribed ? "sleep" : "yield");
+      print_results(a, times, latency, v.residual, attr.oversubscribed ? "sleep" : "yield",
+                    x.workers_drive() ? "workers" : "driver");
   } catch (const std::exception& ex) {
     std::fprintf(stderr, "rank %d: %s: %s\n", me, program, ex.what());
     status = 1;

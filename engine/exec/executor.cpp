@@ -14,6 +14,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace weft::exec {
 namespace {
@@ -198,8 +199,11 @@ executor::executor(weft_engine_t e, options o) : e_(e), o_(o) {
   weft_engine_attr_t a;
   check(weft_engine_get_attr(e, &a), "get_attr");
   oversubscribed_ = a.oversubscribed != 0;
+  const bool own_threads = a.progress_thread || a.comm_thread;
   if (o_.idle_yield_us == options::idle_yield_auto)
-    o_.idle_yield_us = a.progress_thread || a.comm_thread || oversubscribed_ ? 0 : 10000;
+    o_.idle_yield_us = own_threads || oversubscribed_ ? 0 : 10000;
+  workers_drive_ = o_.drive == options::drive_by::workers ||
+                   (o_.drive == options::drive_by::automatic && !own_threads && !oversubscribed_);
   check(weft_engine_register_tag(e, tag_activate, on_activate, this, sizeof(activate_msg)),
         "register ACTIVATE");
   check(weft_engine_register_tag(e, tag_get, on_get, this, sizeof(get_msg)), "register GET DATA");
@@ -252,6 +256,80 @@ void executor::drive() {
   if (retry_posts() && rc == 0) std::this_thread::yield();
 }
 
+// One call of progress and the refused posts again, never waiting: a worker's turn
+// between two tasks.
+void executor::progress_once() {
+  const int rc = weft_engine_progress(e_);
+  if (rc < 0) check(rc, "progress");
+  retry_posts();
+}
+
+// A worker drives the engine if no other worker is: once between tasks, or (idle) as the
+// driver would, sleeping in the engine on an oversubscribed machine. The flag keeps
+// retry_posts to one thread and spares the MPI engine's lock a queue of workers. False
+// when another worker had the turn.
+bool executor::take_turn(bool idle) {
+  if (driving_.test_and_set(std::memory_order_acquire)) return false;
+  try {
+    idle ? drive() : progress_once();
+  } catch (...) {
+    driving_.clear(std::memory_order_release);
+    throw;
+  }
+  driving_.clear(std::memory_order_release);
+  note_finished();
+  return true;
+}
+
+// After a failed run: what it left (tasks still waiting, fetches, kept outputs, refused
+// posts) is dropped, so that the executor can be destroyed, or run again on a rank of its
+// own (peers of a failed run are out of step with it). Returns the failure.
+std::exception_ptr executor::forget_run() {
+  {
+    std::lock_guard<std::mutex> hold(lock_);
+    waiting_.clear();
+    served_.clear();
+    landing_.clear();
+    fetches_ = {};
+    gets_in_flight_ = 0;
+  }
+  ready_ = {};
+  {
+    std::lock_guard<std::mutex> hold(posts_lock_);
+    posts_.clear();
+    nposts_ = 0;
+  }
+  done_tasks_ = 0;
+  outputs_kept_ = 0;
+  stats_ = run_stats{};
+  failed_ = false;
+  return std::exchange(failure_, nullptr);
+}
+
+// Until the run's end or a worker's failure: driving the engine, or asleep while the
+// workers drive it.
+void executor::wait_for_end() {
+  if (workers_drive_) {
+    std::unique_lock<std::mutex> hold(finish_lock_);
+    while (!finished() && !failed_.load()) finish_cv_.wait_for(hold, std::chrono::milliseconds(5));
+    return;
+  }
+  while (!finished() && !failed_.load()) drive();
+}
+
+// Every local task ran, every peer has its outputs, no post waits: the run's end.
+bool executor::finished() const {
+  return done_tasks_.load() >= local_total_.load() && outputs_kept_.load() <= 0 &&
+         nposts_.load(std::memory_order_acquire) == 0;
+}
+
+// Wakes the thread in run() when the workers drive and the run is over.
+void executor::note_finished() {
+  if (!workers_drive_ || !finished()) return;
+  std::lock_guard<std::mutex> hold(finish_lock_);
+  finish_cv_.notify_all();
+}
+
 void executor::make_ready(task_key t) {
   {
     std::lock_guard<std::mutex> hold(ready_lock_);
@@ -281,36 +359,64 @@ void executor::satisfy(task_key s, const flow_ref& f, const std::shared_ptr<data
   if (ready) make_ready(s);
 }
 
+// A worker's loop; an exception (an engine error, a graph that names a task twice) ends
+// the run, and run() throws it once every worker has stopped.
 void executor::worker_loop() {
+  try {
+    work();
+  } catch (...) {
+    fail(std::current_exception());
+  }
+}
+
+void executor::fail(std::exception_ptr e) {
+  std::lock_guard<std::mutex> hold(finish_lock_);
+  if (!failure_) failure_ = e;
+  failed_.store(true);
+  finish_cv_.notify_all();
+}
+
+// No ready task: yield, not sleep, for at least 256 yields and o_.idle_yield_us after the
+// last task: a task released sooner costs no wake-up (a futex and a context switch each).
+// The yields alone took 0.1 ms when the core had nothing else to run, less than a flow's
+// latency in a busy transfer (0.4 ms at 64 KiB), so without the engine's threads the
+// worker slept between flows, and some task ping-pongs over several sizes fell to half the
+// bandwidth from one size on (docs/engine.md). Past that, a worker whose turn it is
+// drives the engine as the driver would (and sleeps in it on an oversubscribed machine);
+// the others sleep until a task comes. Called with ready_lock_ held; returns with it free.
+void executor::idle(std::unique_lock<std::mutex>& hold, idle_state& st) {
+  const double now = now_s();
+  if (st.since == 0) st.since = now;
+  if (++st.yields < 256 || now - st.since < o_.idle_yield_us * 1e-6) {
+    hold.unlock();
+    std::this_thread::yield();
+    return;
+  }
+  if (workers_drive_) {
+    hold.unlock();
+    if (take_turn(true)) return;
+    hold.lock();
+  }
+  ready_cv_.wait_for(hold, std::chrono::milliseconds(1));
+  hold.unlock();
+  st.yields = 0;  // woken without a task: 256 yields again before the next sleep
+}
+
+void executor::work() {
   std::vector<const void*> in;
   std::vector<void*> out;
   std::vector<std::shared_ptr<data>> outs;
-  double idle_since = 0;  // when the ready queue was first found empty (0: a task ran)
-  int yields = 0;         // ... and the yields since
+  idle_state st;
   while (!stop_.load(std::memory_order_relaxed)) {
+    if (workers_drive_) take_turn(false);  // between two tasks, and each idle turn
     task_key t;
     {
       std::unique_lock<std::mutex> hold(ready_lock_);
       if (ready_.empty()) {
-        // Yielding, not sleeping, for at least 256 yields and o_.idle_yield_us after the
-        // last task: a task released sooner costs no wake-up (a futex and a context switch
-        // each). The yields alone took 0.1 ms when the core had nothing else to run, less
-        // than a flow's latency in a busy transfer (0.4 ms at 64 KiB), so without the
-        // engine's threads the worker slept between flows, and some task ping-pongs over
-        // several sizes fell to half the bandwidth from one size on (docs/engine.md).
-        const double now = now_s();
-        if (idle_since == 0) idle_since = now;
-        if (++yields < 256 || now - idle_since < o_.idle_yield_us * 1e-6) {
-          hold.unlock();
-          std::this_thread::yield();
-        } else {
-          ready_cv_.wait_for(hold, std::chrono::milliseconds(1));
-          yields = 0;  // woken without a task: 256 yields again before the next sleep
-        }
+        idle(hold, st);
         continue;
       }
-      yields = 0;
-      idle_since = 0;
+      st = idle_state{};
       t = ready_.top().second;
       ready_.pop();
     }
@@ -372,6 +478,7 @@ void executor::complete(task_key t, std::vector<std::shared_ptr<data>>& outs) {
     }
   }
   done_tasks_.fetch_add(1);
+  note_finished();
 }
 
 int executor::on_activate(weft_engine_t, weft_engine_tag_t, void* msg, size_t, int src,
@@ -528,13 +635,17 @@ run_stats executor::run(graph& graph_of_run) {
   for (int i = 0; i < o_.workers; ++i) workers_.emplace_back([this] { worker_loop(); });
   const double t0 = now_s();
   for (task_key t : ready) make_ready(t);
-  while (done_tasks_.load() < local_total_.load() || outputs_kept_.load() > 0) drive();
-  while (!retry_posts()) drive();
+  try {
+    wait_for_end();
+  } catch (...) {
+    fail(std::current_exception());
+  }
   stats_.seconds = now_s() - t0;
   stop_ = true;
   ready_cv_.notify_all();
   for (auto& w : workers_) w.join();
   workers_.clear();
+  if (failed_.load()) std::rethrow_exception(forget_run());
   barrier();
   stats_.tasks = done_tasks_.load();
   done_tasks_ = 0;

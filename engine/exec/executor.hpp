@@ -10,18 +10,22 @@
 // priority to fetch it (at most `max_gets` fetches in flight per rank; the rest wait,
 // highest priority first), then the owner's put with a remote callback (DATA) that
 // satisfies the successors. One output fetched by a rank serves all its successors there
-// (multicast), and is kept at its owner until every rank that needs it has it.
+// (multicast), and is kept at its owner until every rank that needs it has it. The engine
+// is driven either by the workers between their tasks or by the thread that called run()
+// (options::drive).
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <exception>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <queue>
+#include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -75,7 +79,33 @@ struct options {
   // docs/cholesky.md.
   static constexpr uint32_t idle_yield_auto = UINT32_MAX;
   uint32_t idle_yield_us = idle_yield_auto;
+  // Who drives the engine (progress, callbacks, refused posts again) while tasks run.
+  // workers: each worker after each task and while it waits for one, one worker at a time
+  // (a worker that finds another driving goes on); the program's thread sleeps until the
+  // run ends. A flow is then served between two tasks of its rank instead of when the
+  // driving thread next gets the core (2.5 ms at the median on 2 cores, the scheduler's
+  // tick). driver: the thread that called run(). automatic: workers when the engine runs no
+  // thread of its own on a machine that is not oversubscribed, else the driver (there it
+  // sleeps in the engine, and a message wakes it while the rank's worker waits for a core).
+  // Measured: docs/cholesky.md.
+  enum class drive_by { automatic, workers, driver };
+  drive_by drive = drive_by::automatic;
 };
+
+// options::drive from its name on a command line ("auto", "workers", "driver"); false for
+// any other name.
+inline bool drive_from_name(const std::string& name, options::drive_by& out) {
+  using d = options::drive_by;
+  if (name == "auto")
+    out = d::automatic;
+  else if (name == "workers")
+    out = d::workers;
+  else if (name == "driver")
+    out = d::driver;
+  else
+    return false;
+  return true;
+}
 
 struct run_stats {
   double seconds = 0;
@@ -91,12 +121,15 @@ class executor {
   executor(weft_engine_t e, options o);
   ~executor();
   // Runs every local task of `g`; collective (every rank calls it with the same graph).
-  // Throws on an engine error.
+  // Throws on an engine error or what a task threw, once every worker has stopped; the
+  // run's remains are dropped (see forget_run).
   run_stats run(graph& g);
   // Between runs: gives back the buffers kept for reuse (each arena whose buffers are all
   // back in the pool is deregistered and freed); how many bytes. For a runtime that moves on
   // to other flow sizes: the pool keeps each size's buffers until the executor goes.
   size_t trim();
+  // Whether the workers drive the engine (options::drive decided).
+  bool workers_drive() const { return workers_drive_; }
 
  private:
   struct data;
@@ -124,7 +157,16 @@ class executor {
   void complete(task_key t, std::vector<std::shared_ptr<data>>& outs);
   void satisfy(task_key s, const flow_ref& f, const std::shared_ptr<data>& d);
   void make_ready(task_key t);
+  struct idle_state {
+    double since = 0;  // when the ready queue was first found empty (0: a task ran)
+    int yields = 0;    // ... and the yields since
+  };
   void worker_loop();
+  void work();
+  void idle(std::unique_lock<std::mutex>& hold, idle_state& st);
+  void fail(std::exception_ptr e);
+  void wait_for_end();
+  std::exception_ptr forget_run();
   void pump_gets();
   // Posts now when nothing refused waits (no allocation, no lock); a refused post, and
   // every post behind one, waits in posts_ for drive() to retry, in order.
@@ -140,6 +182,10 @@ class executor {
   void queue_post(std::function<int()> fn);
   bool retry_posts();
   void drive();
+  void progress_once();
+  bool take_turn(bool idle);
+  bool finished() const;
+  void note_finished();
   static int on_activate(weft_engine_t, weft_engine_tag_t, void*, size_t, int, void*);
   static int on_get(weft_engine_t, weft_engine_tag_t, void*, size_t, int, void*);
   static int on_data(weft_engine_t, weft_engine_tag_t, void*, size_t, int, void*);
@@ -154,6 +200,12 @@ class executor {
   graph& g() const { return *gp_; }
   options o_;
   bool oversubscribed_ = false;  // the engine's attribute: idle threads sleep
+  bool workers_drive_ = false;   // options::drive decided
+  std::atomic_flag driving_;     // a worker's turn at driving the engine
+  std::mutex finish_lock_;       // the run's end, for the thread that waits for it
+  std::condition_variable finish_cv_;
+  std::exception_ptr failure_;  // a worker's, or the driver's (under finish_lock_)
+  std::atomic<bool> failed_{false};
   int me_, n_;
 
   std::mutex lock_;  // tasks, outputs, fetches

@@ -3,7 +3,8 @@
 # weft-cholesky (N = 2048, b = 128): the relative residual ||A - L L^T||_F / ||A||_F below
 # 1e-12 on the Weft engine (2 and 3 ranks, 1 and 2 worker threads, two grids), on the MPI
 # engine under MPICH and Open MPI (2 ranks, and 3 ranks with 2 threads each), and for the ScaLAPACK baseline,
-# with the executor's idle policy (sleep when oversubscribed); then --help and bad input
+# with the executor's idle policy (sleep when oversubscribed) and who drove the engine (the
+# workers or the program's thread, each asked for and as auto decides); then --help and bad input
 # (an indefinite matrix on both engines, N not a multiple of b, a grid that does not match).
 set -u
 weftrun=$1 src=$3 build=$4
@@ -34,6 +35,9 @@ check_run() {  # name, ranks, command...
     [ "$n" -gt "$cpus" ] && want=sleep
     grep -Eq "^RESULT .* idle=$want( |$)" "$out" ||
       { cat "$out"; fail "idle is not $want with $n ranks on $cpus CPUs: $*"; }
+    # Who drove the engine, where the caller says what it must be.
+    [ -z "${want_drive:-}" ] || grep -Eq "^RESULT .* drive=$want_drive( |$)" "$out" ||
+      { cat "$out"; fail "the engine was not driven by the $want_drive: $*"; }
   fi
   echo "$res"
 }
@@ -47,6 +51,20 @@ done
 # the cores, and the executor's driver drives the engine in weft_engine_progress_wait).
 res=$(WEFT_ENGINE_PROGRESS_THREAD=1 WEFT_ENGINE_COMM_THREAD=1 check_run weft-cholesky 3 "$weftrun" --bind-to none -n 3 "$dir/weft-cholesky" -n 2048 -b 128 --grid 1x3) || exit 1
 pass "weft engine with its threads asked for, 3 ranks, grid 1x3: residual $res"
+# Who drives the engine: the workers between their tasks (taking turns, with 2 workers) or
+# the program's thread; auto picks the workers when the engine runs no thread of its own
+# on a machine that is not oversubscribed (2 ranks on 2 cores or more), the driver otherwise.
+auto_drive=workers
+[ "$(getconf _NPROCESSORS_ONLN)" -lt 2 ] && auto_drive=driver
+for conf in "auto 1 $auto_drive" "workers 2 workers" "driver 1 driver"; do
+  set -- $conf
+  res=$(WEFT_ENGINE_PROGRESS_THREAD=0 WEFT_ENGINE_COMM_THREAD=0 want_drive=$3 check_run weft-cholesky 2 "$weftrun" --bind-to none -n 2 "$dir/weft-cholesky" -n 2048 -b 128 --threads "$2" --drive "$1") || exit 1
+  pass "weft engine without its threads, --drive $1, $2 workers: driven by the $3, residual $res"
+done
+res=$(want_drive=driver check_run weft-cholesky 3 "$weftrun" --bind-to none -n 3 "$dir/weft-cholesky" -n 2048 -b 128 --grid 1x3) || exit 1
+pass "weft engine, 3 ranks on fewer cores: driven by the driver, residual $res"
+res=$(WEFT_ENGINE_PROGRESS_THREAD=0 WEFT_ENGINE_COMM_THREAD=0 want_drive=workers check_run weft-cholesky 2 mpiexec.mpich -bind-to none -n 2 "$dir/weft-cholesky-mpich" -n 2048 -b 128 --engine mpi --threads 2 --drive workers) || exit 1
+pass "MPI engine on mpich, 2 workers driving it: residual $res"
 for flavour in mpich openmpi; do
   if [ $flavour = mpich ]; then launch="mpiexec.mpich -bind-to none"; else
     launch="mpirun.openmpi --allow-run-as-root --oversubscribe --bind-to none"; fi
@@ -77,10 +95,11 @@ expect_error "weft-cholesky: --grid 2x2: 4 processes, but 2 ranks are running" \
 expect_error "weft-cholesky: --engine mpi: this build has no MPI engine" \
   "$weftrun" -n 1 "$dir/weft-cholesky" -n 512 -b 128 --engine mpi
 expect_error "weft-cholesky: --grid 2y2: PxQ with P, Q >= 1" "$dir/weft-cholesky" --grid 2y2
+expect_error "weft-cholesky: --drive everyone: auto, workers or driver" "$dir/weft-cholesky" --drive everyone
 # A bad engine setting refuses the engine (both engines), naming the variable and value.
 bad="WEFT_ENGINE_COMM_THREAD = bogus: expected auto, or 1/0"
 WEFT_ENGINE_COMM_THREAD=bogus expect_error "weft-cholesky: weft: environment: $bad" \
   "$weftrun" -n 2 "$dir/weft-cholesky" -n 512 -b 128
 WEFT_ENGINE_COMM_THREAD=bogus expect_error "weft-cholesky: weft: environment: $bad" \
   mpiexec.mpich -n 2 "$dir/weft-cholesky-mpich" -n 512 -b 128 --engine mpi
-pass "--help, and clear errors for an indefinite matrix (both engines, ScaLAPACK), N not a multiple of b, a grid that does not match the ranks, an engine not built in, a malformed grid, a bad engine setting (both engines)"
+pass "--help, and clear errors for an indefinite matrix (both engines, ScaLAPACK), N not a multiple of b, a grid that does not match the ranks, an engine not built in, a malformed grid, an unknown --drive, a bad engine setting (both engines)"
