@@ -373,6 +373,16 @@ int weft_engine_progress_wait(weft_engine_t e, uint32_t timeout_us) {
   return rc == WEFT_OK ? n : rc;
 }
 
+int weft_engine_watch_peers(weft_engine_t e, int on) {
+  const char* call = "weft_engine_watch_peers";
+  if (bad_engine(e, call)) return WEFT_ERR_USAGE;
+  if (!e->ops->watch_peers)
+    return weft_engine_fail(call, "engine", "mpi",
+                            "this engine cannot watch its peers (MPI ends the job when a rank "
+                            "dies)");
+  return e->ops->watch_peers(e, on);
+}
+
 int weft_engine_enable(weft_engine_t e) {
   return bad_engine(e, "weft_engine_enable") ? WEFT_ERR_USAGE : e->ops->enable(e);
 }

@@ -204,6 +204,9 @@ executor::executor(weft_engine_t e, options o) : e_(e), o_(o) {
     o_.idle_yield_us = own_threads || oversubscribed_ ? 0 : 10000;
   workers_drive_ = o_.drive == options::drive_by::workers ||
                    (o_.drive == options::drive_by::automatic && !own_threads && !oversubscribed_);
+  barrier_from_.reset(new std::atomic<int>[size_t(n_)]());
+  can_watch_ = weft_engine_watch_peers(e, 0) == WEFT_OK;  // the MPI engine cannot
+  weft_engine_set_error_handler(e, on_engine_error, this);
   check(weft_engine_register_tag(e, tag_activate, on_activate, this, sizeof(activate_msg)),
         "register ACTIVATE");
   check(weft_engine_register_tag(e, tag_get, on_get, this, sizeof(get_msg)), "register GET DATA");
@@ -212,6 +215,8 @@ executor::executor(weft_engine_t e, options o) : e_(e), o_(o) {
 }
 
 executor::~executor() {
+  if (can_watch_) weft_engine_watch_peers(e_, 0);
+  weft_engine_set_error_handler(e_, nullptr, nullptr);
   for (weft_engine_tag_t t : {tag_activate, tag_get, tag_data, tag_barrier})
     weft_engine_deregister_tag(e_, t);
   for (arena& a : arenas_) free_arena(a);
@@ -294,6 +299,7 @@ std::exception_ptr executor::forget_run() {
     gets_in_flight_ = 0;
   }
   ready_ = {};
+  watch(false);
   {
     std::lock_guard<std::mutex> hold(posts_lock_);
     posts_.clear();
@@ -599,17 +605,40 @@ int executor::on_data(weft_engine_t, weft_engine_tag_t, void* msg, size_t, int, 
   return 0;
 }
 
-int executor::on_barrier(weft_engine_t, weft_engine_tag_t, void*, size_t, int, void* self) {
-  static_cast<executor*>(self)->barrier_.fetch_add(1);
+int executor::on_barrier(weft_engine_t, weft_engine_tag_t, void*, size_t, int src, void* self) {
+  auto* x = static_cast<executor*>(self);
+  if (src >= 0 && src < x->n_) x->barrier_from_[size_t(src)].fetch_add(1);
+  x->barrier_.fetch_add(1);
   return 0;
 }
 
-// Every rank's barrier messages of this round (they count across runs).
+// Every rank's barrier messages of this round (they count across runs). A failure seen
+// meanwhile (a peer that died before its message came) ends the wait: thrown.
 void executor::barrier() {
-  ++barrier_round_;
+  const int round = barrier_round_.fetch_add(1) + 1;
   for (int r = 0; r < n_; ++r)
     post([this, r] { return weft_engine_post_am(e_, tag_barrier, r, nullptr, 0); });
-  while (barrier_.load() < barrier_round_ * n_) drive();
+  while (barrier_.load() < round * n_) {
+    if (failed_.load()) std::rethrow_exception(forget_run());
+    drive();
+  }
+}
+
+// An engine error (a failed operation, or a peer the engine saw die): the run's end, with
+// the error. Except a peer that dies in the run's last barrier after its message of it
+// came: it has done its part, and may have left.
+void executor::on_engine_error(weft_engine_t, int rank, const char* what, void* self) {
+  auto* x = static_cast<executor*>(self);
+  if (x->ending_.load() && rank >= 0 && rank < x->n_ &&
+      x->barrier_from_[size_t(rank)].load() >= x->barrier_round_.load())
+    return;
+  x->fail(std::make_exception_ptr(std::runtime_error("weft::exec: rank " + std::to_string(rank) +
+                                                     ": " + (what ? what : "failed"))));
+}
+
+void executor::watch(bool on) {
+  if (can_watch_) check(weft_engine_watch_peers(e_, on ? 1 : 0), "watch_peers");
+  if (!on) ending_ = false;
 }
 
 run_stats executor::run(graph& graph_of_run) {
@@ -630,6 +659,7 @@ run_stats executor::run(graph& graph_of_run) {
       waiting_[t] = std::move(w);
     }
   }
+  watch(true);  // from here every peer is needed until its last barrier message comes
   barrier();
   stop_ = false;
   for (int i = 0; i < o_.workers; ++i) workers_.emplace_back([this] { worker_loop(); });
@@ -646,7 +676,9 @@ run_stats executor::run(graph& graph_of_run) {
   for (auto& w : workers_) w.join();
   workers_.clear();
   if (failed_.load()) std::rethrow_exception(forget_run());
+  ending_ = true;
   barrier();
+  watch(false);
   stats_.tasks = done_tasks_.load();
   done_tasks_ = 0;
   run_stats s = std::move(stats_);

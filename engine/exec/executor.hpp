@@ -122,7 +122,10 @@ class executor {
   ~executor();
   // Runs every local task of `g`; collective (every rank calls it with the same graph).
   // Throws on an engine error or what a task threw, once every worker has stopped; the
-  // run's remains are dropped (see forget_run).
+  // run's remains are dropped (see forget_run). A peer that dies during the run is such
+  // an error, naming it (the Weft engine watches its peers while a run needs them: see
+  // weft_engine_watch_peers), not a wait for its flows that never ends. The executor is
+  // the engine's error handler for its life.
   run_stats run(graph& g);
   // Between runs: gives back the buffers kept for reuse (each arena whose buffers are all
   // back in the pool is deregistered and freed); how many bytes. For a runtime that moves on
@@ -243,7 +246,15 @@ class executor {
   std::atomic<uint64_t> done_tasks_{0}, local_total_{0};
   std::atomic<int64_t> outputs_kept_{0};  // outputs peers still have to fetch
   std::atomic<int> barrier_{0};
-  int barrier_round_ = 0;
+  std::atomic<int> barrier_round_{0};
+  std::unique_ptr<std::atomic<int>[]> barrier_from_;  // barrier messages by rank
+  // Peers watched for death during a run (the Weft engine can; the MPI engine cannot, and
+  // a stock MPI ends the job itself). ending_: in the run's last barrier, where a peer
+  // whose message of it came may leave.
+  bool can_watch_ = false;
+  std::atomic<bool> ending_{false};
+  static void on_engine_error(weft_engine_t, int rank, const char* what, void* self);
+  void watch(bool on);
   std::atomic<bool> stop_{false};
   run_stats stats_;
   std::vector<std::thread> workers_;

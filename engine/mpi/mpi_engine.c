@@ -251,6 +251,7 @@ static const weft_engine_ops_t mpi_ops = {
     alloc_memory,
     free_memory,
     NULL, /* progress_wait: MPI cannot be slept on until a message comes */
+    NULL, /* watch_peers: a stock MPI ends the job when a rank dies */
 };
 
 int weft_engine_alloc_mpi(MPI_Comm comm, const weft_engine_attr_t* attr, weft_engine_t* engine) {

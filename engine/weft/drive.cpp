@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "engine/weft/weft_engine.hpp"
+#include "util/clock.hpp"
 
 namespace weft::engine {
 namespace {
@@ -77,6 +78,7 @@ void weft_engine::comm_loop() {
 }
 
 int weft_engine::progress() {
+  watch();
   if (!progress_thread_runs()) progress_x().device(dev_)();
   return running_.load(std::memory_order_relaxed) && attr.comm_thread ? 0 : drain();
 }
@@ -89,6 +91,7 @@ int weft_engine::progress() {
 int weft_engine::progress_wait(uint32_t timeout_us) {
   const bool threads = running_.load(std::memory_order_relaxed) && attr.comm_thread;
   if (progress_thread_runs() || threads) return progress();
+  watch();
   if (progress_x().device(dev_)().is_done()) return drain();
   if (const int n = drain()) return n;
   progress_x().device(dev_).block_us(timeout_us)();
@@ -224,6 +227,28 @@ int weft_engine::start_deferred() {
 
 void weft_engine::report(int rank, const std::string& what) {
   weft_engine_report(this, rank, what.c_str());
+}
+
+int weft_engine::watch_peers(int on) {
+  watching_.store(on != 0, std::memory_order_release);
+  return WEFT_OK;
+}
+
+// Progress looks for dead peers only while operations wait on them; a runtime waiting for
+// a peer's next message by its own protocol has none, so the engine asks the transport
+// itself (a system call per peer on shared memory, hence every 50 ms). One caller claims
+// each look; a peer is reported once.
+void weft_engine::watch() {
+  if (!watching_.load(std::memory_order_relaxed)) return;
+  const int64_t now = util::coarse_now_ns();
+  int64_t due = next_watch_ns_.load(std::memory_order_relaxed);
+  if (now < due ||
+      !next_watch_ns_.compare_exchange_strong(due, now + 50'000'000, std::memory_order_relaxed))
+    return;
+  for (int r = 0; r < rank_n; ++r) {
+    if (dev_.test_peer(r) || reported_dead_[size_t(r)].exchange(true)) continue;
+    report(r, "the peer died (seen by weft_engine_watch_peers) while this rank waited for it");
+  }
 }
 
 }  // namespace weft::engine

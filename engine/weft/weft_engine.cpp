@@ -32,6 +32,7 @@ weft_engine::weft_engine(const weft_engine_attr_t& given) {
   am_rc_ = register_rcomp_x(am_cq_).packet_delivery(true)();
   bulk_rc_ = register_rcomp(bulk_cq_);
   eager_limit_ = get_g_runtime().get_attr_eager_size();
+  reported_dead_.reset(new std::atomic<bool>[size_t(rank_n)]());
 }
 
 weft_engine::~weft_engine() {
@@ -237,6 +238,7 @@ const weft_engine_ops_t weft_ops = {
     [](weft_engine_t e, uint32_t timeout_us) {
       return call([&] { return self(e)->progress_wait(timeout_us); });
     },
+    [](weft_engine_t e, int on) { return self(e)->watch_peers(on); },
 };
 
 }  // namespace

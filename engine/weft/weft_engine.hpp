@@ -143,6 +143,7 @@ class weft_engine : public weft_engine_s {
   int disable();
   int can_serve();
   int release();  // weft_engine_free: refused while anything is in flight
+  int watch_peers(int on);
 
  private:
   // The region table: a region in (registered or allocated), and out (deregistered or freed).
@@ -166,6 +167,11 @@ class weft_engine : public weft_engine_s {
   void progress_loop();
   void comm_loop();
   void report(int rank, const std::string& what);
+  void watch();  // while watching, every 50 ms: each peer that died, reported once
+
+  std::atomic<bool> watching_{false};
+  std::atomic<int64_t> next_watch_ns_{0};
+  std::unique_ptr<std::atomic<bool>[]> reported_dead_;  // by rank, made with the engine
 
   device_t dev_;
   comp_t am_cq_, bulk_cq_;

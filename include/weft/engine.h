@@ -165,6 +165,15 @@ WEFT_C_API int weft_engine_progress(weft_engine_t engine);
    an oversubscribed machine (weft_engine_get_attr), where yielding in a loop would take
    the core from the workers. */
 WEFT_C_API int weft_engine_progress_wait(weft_engine_t engine, uint32_t timeout_us);
+/* While on (1), the engine's progress looks at every peer every 50 ms and reports each
+   one that died through the error handler (or, without one, weft_engine_progress's
+   WEFT_ERR_INTERNAL naming it), once per peer, even when no operation waits on it: for a
+   runtime that waits for its peers' messages by a protocol of its own (a task waiting for
+   a peer's ACTIVATE), which otherwise waits forever. A peer that exits on purpose is
+   reported too: turn it off (0, the default) before peers may leave. The Weft engine
+   watches; the MPI engine cannot (a stock MPI ends the job when a rank dies) and returns
+   WEFT_ERR_USAGE saying so. */
+WEFT_C_API int weft_engine_watch_peers(weft_engine_t engine, int on);
 /* Starts (enable) or stops and joins (disable) the engine's threads; a disabled engine
    still works through weft_engine_progress. A new engine is enabled. */
 WEFT_C_API int weft_engine_enable(weft_engine_t engine);

@@ -47,6 +47,8 @@ typedef struct {
   int (*free_memory)(weft_engine_t e, weft_engine_mem_t mem);
   /* Optional (NULL: progress): weft_engine_progress_wait. */
   int (*progress_wait)(weft_engine_t e, uint32_t timeout_us);
+  /* Optional (NULL: the engine cannot watch its peers): weft_engine_watch_peers. */
+  int (*watch_peers)(weft_engine_t e, int on);
 } weft_engine_ops_t;
 
 struct weft_engine_s {

@@ -160,6 +160,14 @@ struct device_t {
   // the global runtime's default device. A freed device is a fatal_error naming
   // get_counter.
   WEFT_API uint64_t get_counter(counter_t c) const;
+  // Whether peer `rank` is alive, asked of the transport now (a system call on shared
+  // memory). A peer found gone is gone for good on this device: every operation with it
+  // ends with error_peer_dead, as when progress finds it. Progress looks for dead peers
+  // only while operations wait on them; a runtime that waits for peers by its own
+  // protocol (a task engine waiting for a peer's next message) asks here. A rank out of
+  // range is a fatal_error naming test_peer; this rank is always alive. An empty handle
+  // asks the global runtime's default device.
+  WEFT_API bool test_peer(int rank) const;
 };
 struct comp_t {
   impl::comp_impl* p = nullptr;

@@ -230,6 +230,11 @@ typedef enum {
    freed device. */
 WEFT_C_API int weft_device_get_counter(weft_device_t device, weft_counter_t counter,
                                        uint64_t* value);
+/* Stores in *alive whether peer `rank` is alive, asked of the transport now; a peer found
+   gone ends every operation with it (WEFT_ERROR_PEER_DEAD statuses), as progress would.
+   NULL: the global runtime's default device. WEFT_ERR_USAGE for a rank out of range or a
+   freed device (device_t::test_peer). */
+WEFT_C_API int weft_device_test_peer(weft_device_t device, int rank, int* alive);
 /* The counter's name as counters.def spells it ("sent_eager"); "" for an unknown one. */
 WEFT_C_API const char* weft_counter_name(weft_counter_t counter);
 

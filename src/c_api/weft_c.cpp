@@ -323,6 +323,9 @@ int weft_device_get_counter(weft_device_t device, weft_counter_t counter, uint64
     *value = dev(device).get_counter(counter_t(counter));
   });
 }
+int weft_device_test_peer(weft_device_t device, int rank, int* alive) {
+  return guard([&] { *need(alive, "device_test_peer", "alive") = dev(device).test_peer(rank); });
+}
 const char* weft_counter_name(weft_counter_t counter) {
   return get_counter_name(counter_t(counter));
 }

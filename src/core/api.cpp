@@ -73,6 +73,14 @@ uint64_t device_t::get_counter(counter_t c) const {
         : resolve_runtime(runtime_t{}, "get_counter")->device_or_fail("get_counter");
   return d->read_counter(c);
 }
+bool device_t::test_peer(int rank) const {
+  device_impl* d = p ? util::live(p, "test_peer", "device")
+                     : resolve_runtime(runtime_t{}, "test_peer")->device_or_fail("test_peer");
+  if (rank < 0 || rank >= d->rt.size())
+    util::fail("test_peer", "rank", std::to_string(rank),
+               "not a rank of the job (0 .. " + std::to_string(d->rt.size() - 1) + ")");
+  return d->check_peer(rank);
+}
 const char* get_counter_name(counter_t c) {
   return impl::counter_name(c);
 }

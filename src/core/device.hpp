@@ -248,6 +248,12 @@ class device_impl final : public net::sink {
   void wire_error(int rank, const std::string& what);
   void periodic_check();
   void check_peers();
+
+ public:
+  // Whether `rank` is alive; finding it gone ends what waits on it (device_t::test_peer).
+  bool check_peer(int rank);
+
+ private:
   errorcode_t failure_with(int rank);
   void fail_peer(int rank);
   void fail_request(request* q, int rank);

@@ -458,18 +458,22 @@ void device_impl::periodic_check() {
 }
 
 void device_impl::check_peers() {
-  for (int r = 0; r < rt.size(); ++r) {
-    if (r == rt.rank() || peer_dead(r)) continue;
-    if (net->peer_alive(r)) continue;
-    // What the peer sent before it was seen gone is in our queues now: deliver it first,
-    // so only operations that can no longer complete fail. Again for every peer found
-    // gone, since one that exits while this scan runs has its last messages queued only
-    // after an earlier drain (64 ranks leaving a barrier at once failed that way). Bounded,
-    // since transfers with the dead peer count as activity but never finish.
-    for (int i = 0; i < 256 && net->poll(*this, 1024) > 0; ++i) {
-    }
-    if (!peer_dead(r)) fail_peer(r);
+  for (int r = 0; r < rt.size(); ++r) check_peer(r);
+}
+
+bool device_impl::check_peer(int r) {
+  if (r == rt.rank()) return true;
+  if (peer_dead(r)) return false;
+  if (net->peer_alive(r)) return true;
+  // What the peer sent before it was seen gone is in our queues now: deliver it first,
+  // so only operations that can no longer complete fail. Again for every peer found
+  // gone, since one that exits while this scan runs has its last messages queued only
+  // after an earlier drain (64 ranks leaving a barrier at once failed that way). Bounded,
+  // since transfers with the dead peer count as activity but never finish.
+  for (int i = 0; i < 256 && net->poll(*this, 1024) > 0; ++i) {
   }
+  if (!peer_dead(r)) fail_peer(r);
+  return false;
 }
 
 // Every operation waiting on `rank` ends with error_peer_dead.

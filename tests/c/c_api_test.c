@@ -180,6 +180,15 @@ int main(void) {
   CHECK(strcmp(weft_counter_name(WEFT_COUNTER_COUNT), "") == 0);
   REFUSED(weft_device_get_counter(dev, WEFT_COUNTER_COUNT, &counted), "counter");
   REFUSED(weft_device_get_counter(dev, WEFT_COUNTER_RETRIES, NULL), "value");
+  /* Peers: every rank of the job is alive here; one out of range and no output refused. */
+  for (int r = 0; r < weft_get_rank_n(); ++r) {
+    int alive = 0;
+    OK(weft_device_test_peer(dev, r, &alive));
+    CHECK(alive == 1);
+  }
+  int alive = 0;
+  REFUSED(weft_device_test_peer(dev, weft_get_rank_n(), &alive), "rank");
+  REFUSED(weft_device_test_peer(dev, 0, NULL), "alive");
   weft_packet_pool_t pool = NULL;
   OK(weft_alloc_packet_pool(NULL, 4096, 64, &pool));
   CHECK(weft_packet_pool_get_attr_packet_size(pool) == 4096 &&

@@ -2,7 +2,7 @@
 /* The communication engine's tests (weft/engine.h), one file for every engine: the same
  * expectations hold whichever implementation runs. Each rank prints
  * "rank R: engine_<scenario>: all N checks passed" after it freed its engine.
- *   engine_test am | rma | deferred | errors | wait | dead
+ *   engine_test am | rma | deferred | errors | wait | dead | watch
  *   am        tags with their callback data, payloads from every rank, max length refused
  *   rma       puts (eager and one-sided) and gets, remote callbacks see the region's bytes
  *   deferred  a target that does not progress for a while: posts are deferred, then
@@ -11,7 +11,9 @@
  *   wait      the oversubscribed attribute under WEFT_YIELD, and weft_engine_progress_wait
  *             woken by a message (not timed out), returning by its timeout otherwise
  *   dead      (Weft engine) rank 1 dies; rank 0's puts and messages to it become errors
- *             naming it */
+ *             naming it
+ *   watch     (Weft engine) rank 1 dies with nothing posted to it; the others hear of it
+ *             once they watch their peers (weft_engine_watch_peers), not before */
 #define _GNU_SOURCE
 #include "weft/engine.h"
 #ifdef ENGINE_MPI
@@ -520,6 +522,12 @@ static void scenario_errors(void) {
                 "max_len = 1073741824: over the engine's max_am"));
   CHECK(weft_engine_register_tag(e, 3, noop, NULL, 8) == WEFT_OK);
   CHECK(refused(weft_engine_register_tag(e, 3, noop, NULL, 8), "registered already"));
+  CHECK(refused(weft_engine_watch_peers(NULL, 1), "weft_engine_watch_peers: engine = NULL"));
+#ifdef ENGINE_MPI
+  CHECK(refused(weft_engine_watch_peers(e, 1), "this engine cannot watch its peers"));
+#else
+  CHECK(weft_engine_watch_peers(e, 1) == WEFT_OK && weft_engine_watch_peers(e, 0) == WEFT_OK);
+#endif
   CHECK(refused(weft_engine_post_am(e, 7, 0, buf, 1),
                 "weft_engine_post_am: tag = 7: not registered"));
   CHECK(refused(weft_engine_post_am(e, 3, nranks, buf, 1), "rank = "));
@@ -595,9 +603,32 @@ static void scenario_dead(void) {
   CHECK(weft_engine_disable(e) == WEFT_OK);
 }
 
+/* ---- watch ---------------------------------------------------------------------------
+   Rank 1 dies with nothing posted to it. The others hear nothing while not watching (no
+   operation waits on rank 1), then, watching, hear of it once, naming it. */
+static void scenario_watch(void) {
+  CHECK(nranks >= 2);
+  weft_engine_set_error_handler(e, on_error, NULL);
+  engine_barrier();
+  if (me == 1) kill(getpid(), SIGKILL);
+  double end = now() + 0.3;
+  while (now() < end) weft_engine_progress(e);
+  CHECK(atomic_load(&errors_about_1) == 0); /* not watching: nobody waits on rank 1 */
+  CHECK(weft_engine_watch_peers(e, 1) == WEFT_OK);
+  end = now() + 20;
+  while (atomic_load(&errors_about_1) == 0 && now() < end) weft_engine_progress(e);
+  CHECK(atomic_load(&errors_about_1) == 1);
+  end = now() + 0.2; /* every 50 ms it looks again: still reported once */
+  while (now() < end) weft_engine_progress(e);
+  CHECK(atomic_load(&errors_about_1) == 1);
+  CHECK(atomic_load(&errors_other) == 0);
+  CHECK(weft_engine_watch_peers(e, 0) == WEFT_OK);
+  CHECK(weft_engine_disable(e) == WEFT_OK);
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
-    fprintf(stderr, "usage: engine_test am|rma|rma_alloc|deferred|errors|wait|dead\n");
+    fprintf(stderr, "usage: engine_test am|rma|rma_alloc|deferred|errors|wait|dead|watch\n");
     return 2;
   }
   scenario = argv[1];
@@ -621,8 +652,11 @@ int main(int argc, char** argv) {
     scenario_errors();
   } else if (strcmp(scenario, "wait") == 0) {
     scenario_wait();
-  } else if (strcmp(scenario, "dead") == 0) {
-    scenario_dead();
+  } else if (strcmp(scenario, "dead") == 0 || strcmp(scenario, "watch") == 0) {
+    if (strcmp(scenario, "dead") == 0)
+      scenario_dead();
+    else
+      scenario_watch();
     printf("rank %d: engine_%s: all %d checks passed\n", me, scenario, checks);
     fflush(stdout);
     _exit(0); /* the runtime's finalize would wait on the dead rank */

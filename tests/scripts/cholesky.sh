@@ -5,7 +5,8 @@
 # engine under MPICH and Open MPI (2 ranks, and 3 ranks with 2 threads each), and for the ScaLAPACK baseline,
 # with the executor's idle policy (sleep when oversubscribed) and who drove the engine (the
 # workers or the program's thread, each asked for and as auto decides); then --help and bad input
-# (an indefinite matrix on both engines, N not a multiple of b, a grid that does not match).
+# (an indefinite matrix on both engines, N not a multiple of b, a grid that does not match);
+# last, a rank killed mid-run: the survivors end with an error naming it.
 set -u
 weftrun=$1 src=$3 build=$4
 . "$(dirname "$0")/common.sh"
@@ -103,3 +104,42 @@ WEFT_ENGINE_COMM_THREAD=bogus expect_error "weft-cholesky: weft: environment: $b
 WEFT_ENGINE_COMM_THREAD=bogus expect_error "weft-cholesky: weft: environment: $bad" \
   mpiexec.mpich -n 2 "$dir/weft-cholesky-mpich" -n 512 -b 128 --engine mpi
 pass "--help, and clear errors for an indefinite matrix (both engines, ScaLAPACK), N not a multiple of b, a grid that does not match the ranks, an engine not built in, a malformed grid, an unknown --drive, a bad engine setting (both engines)"
+
+# A rank killed in the middle of the factorizations (weftrun --keep-going, so the job is
+# not ended for the survivors): each survivor's run ends with an error naming the dead
+# rank and a non-zero exit, long before the 400 factorizations it was asked for, however
+# the engine is driven. The executor watches its peers during a run; nothing waits on
+# rank 1 at the engine's level, so without that the survivors waited for its flows forever.
+pid_of_rank() {  # rank: the pid of the weft-cholesky process that runs it
+  local p
+  for p in $(pgrep -f "$dir/weft-cholesky -n 2048 -b 128 --grid 1x3 --reps 400"); do
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "WEFT_RANK=$1" && { echo "$p"; return 0; }
+  done
+  return 1
+}
+for drive in workers driver; do
+  start=$(date +%s)
+  WEFT_ENGINE_PROGRESS_THREAD=0 WEFT_ENGINE_COMM_THREAD=0 timeout 60 "$weftrun" --keep-going \
+    --bind-to none -n 3 "$dir/weft-cholesky" -n 2048 -b 128 --grid 1x3 --reps 400 --no-check \
+    --drive "$drive" >"$out" 2>&1 </dev/null &
+  job=$!
+  victim=""
+  for _ in $(seq 50); do  # the ranks start and factorize for a second
+    sleep 0.1
+    victim=$(pid_of_rank 1) && break
+  done
+  [ -n "$victim" ] || { kill "$job"; wait "$job"; cat "$out"; fail "rank 1 never started"; }
+  sleep 1
+  kill -KILL "$victim"
+  wait "$job" && { cat "$out"; fail "the job succeeded although rank 1 was killed (--drive $drive)"; }
+  took=$(($(date +%s) - start))
+  [ "$took" -lt 30 ] || { cat "$out"; fail "the survivors took ${took} s to give up (--drive $drive)"; }
+  for r in 0 2; do
+    grep -q "^rank $r: weft-cholesky: weft::exec: rank 1: the peer died" "$out" ||
+      { cat "$out"; fail "rank $r did not report rank 1's death (--drive $drive)"; }
+    grep -q "rank $r (pid [0-9]*) exited with code 1" "$out" ||
+      { cat "$out"; fail "rank $r did not exit with code 1 (--drive $drive)"; }
+    ! grep -q "^rank $r: weft-cholesky: ok" "$out" || fail "rank $r printed ok (--drive $drive)"
+  done
+  pass "rank 1 killed mid-run, engine driven by the $drive: ranks 0 and 2 exit with code 1 naming it, after ${took} s"
+done

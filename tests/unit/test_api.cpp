@@ -3,11 +3,13 @@
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#include <weft/weft.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -39,6 +41,29 @@ TEST_F(Api, SingletonIsRankZeroOfOne) {
   EXPECT_EQ(weft::get_rank_local(), 0);
   EXPECT_EQ(weft::get_rank_local_n(), 1);
   EXPECT_STREQ(weft::get_version(), WEFT_VERSION_STRING);
+}
+
+TEST_F(Api, TestPeerKnowsThisRankAndRefusesOthersOutOfRange) {
+  weft::device_t d = weft::alloc_device();
+  EXPECT_TRUE(d.test_peer(0));                 // this rank
+  EXPECT_TRUE(weft::device_t{}.test_peer(0));  // the default device
+  EXPECT_EQ(d.get_counter(weft::counter_t::peers_dead), 0u);
+  for (int bad : {-1, 1}) {
+    try {
+      d.test_peer(bad);
+      ADD_FAILURE() << "test_peer(" << bad << ") returned";
+    } catch (const weft::fatal_error& e) {
+      EXPECT_EQ(e.call(), "test_peer");
+      EXPECT_EQ(e.argument(), "rank");
+      EXPECT_EQ(e.value(), std::to_string(bad));
+    }
+  }
+  int alive = 0;
+  EXPECT_EQ(weft_device_test_peer(nullptr, 0, &alive), WEFT_OK);
+  EXPECT_EQ(alive, 1);
+  EXPECT_EQ(weft_device_test_peer(nullptr, 3, &alive), WEFT_ERR_USAGE);
+  EXPECT_NE(std::string(weft_last_error()).find("test_peer"), std::string::npos);
+  weft::free_device(&d);
 }
 
 TEST_F(Api, AttributesHaveDocumentedDefaultsAndLimits) {
