@@ -30,8 +30,12 @@ device_impl::device_impl(runtime_impl& r, int idx, packet_pool_impl* p, size_t i
       data_backlog(r.attr.max_requests + 1),
       eager_limit(r.attr.eager_size),
       inject_limit(r.attr.inject_size),
-      dead_(new std::atomic<bool>[size_t(r.size())]) {
-  for (int i = 0; i < r.size(); ++i) dead_[size_t(i)].store(false);
+      dead_(new std::atomic<bool>[size_t(r.size())]),
+      gone_claimed_(new std::atomic<bool>[size_t(r.size())]) {
+  for (int i = 0; i < r.size(); ++i) {
+    dead_[size_t(i)].store(false);
+    gone_claimed_[size_t(i)].store(false);
+  }
   net::device_config cfg{r.attr.packet_size, inbox_depth, peers_progress, shared};
   net = r.net->alloc_device(idx, cfg);
 }

@@ -260,6 +260,9 @@ class device_impl final : public net::sink {
   void finish_rma(request* r, bool ok);
 
   std::unique_ptr<std::atomic<bool>[]> dead_;
+  // Claimed by the one thread that fails a peer found gone (check_peer): progress's
+  // periodic check and test_peer may find it at once.
+  std::unique_ptr<std::atomic<bool>[]> gone_claimed_;
   std::atomic<int64_t> next_peer_check_ns_{0};
   std::atomic<bool> retried_{false};  // a post answered retry since the last periodic check
   util::spinlock fatal_lock_;

@@ -465,6 +465,9 @@ bool device_impl::check_peer(int r) {
   if (r == rt.rank()) return true;
   if (peer_dead(r)) return false;
   if (net->peer_alive(r)) return true;
+  // Progress's periodic check and test_peer may find the same peer gone at once: the one
+  // that claims it fails it (no lock: failing runs completions, which may call back in).
+  if (gone_claimed_[size_t(r)].exchange(true)) return false;
   // What the peer sent before it was seen gone is in our queues now: deliver it first,
   // so only operations that can no longer complete fail. Again for every peer found
   // gone, since one that exits while this scan runs has its last messages queued only
