@@ -134,12 +134,16 @@ for drive in workers driver; do
   wait "$job" && { cat "$out"; fail "the job succeeded although rank 1 was killed (--drive $drive)"; }
   took=$(($(date +%s) - start))
   [ "$took" -lt 30 ] || { cat "$out"; fail "the survivors took ${took} s to give up (--drive $drive)"; }
+  # Each survivor names a dead peer: rank 1, or the other survivor once that one has
+  # exited after its own report; the first to notice can only have seen rank 1 dead.
+  grep -Eq "^rank [02]: weft-cholesky: weft::exec: rank 1: the peer died" "$out" ||
+    { cat "$out"; fail "no survivor reported rank 1's death (--drive $drive)"; }
   for r in 0 2; do
-    grep -q "^rank $r: weft-cholesky: weft::exec: rank 1: the peer died" "$out" ||
-      { cat "$out"; fail "rank $r did not report rank 1's death (--drive $drive)"; }
+    grep -Eq "^rank $r: weft-cholesky: weft::exec: rank [0-2]: the peer died" "$out" ||
+      { cat "$out"; fail "rank $r did not report a peer's death (--drive $drive)"; }
     grep -q "rank $r (pid [0-9]*) exited with code 1" "$out" ||
       { cat "$out"; fail "rank $r did not exit with code 1 (--drive $drive)"; }
     ! grep -q "^rank $r: weft-cholesky: ok" "$out" || fail "rank $r printed ok (--drive $drive)"
   done
-  pass "rank 1 killed mid-run, engine driven by the $drive: ranks 0 and 2 exit with code 1 naming it, after ${took} s"
+  pass "rank 1 killed mid-run, engine driven by the $drive: ranks 0 and 2 exit with code 1 naming a dead peer, after ${took} s"
 done
