@@ -275,13 +275,13 @@ void executor::progress_once() {
 // when another worker had the turn.
 bool executor::take_turn(bool idle) {
   if (driving_.test_and_set(std::memory_order_acquire)) return false;
-  try {
+  {
+    struct release {  // the turn ends however the call does (a failure throws)
+      std::atomic_flag& f;
+      ~release() { f.clear(std::memory_order_release); }
+    } hold{driving_};
     idle ? drive() : progress_once();
-  } catch (...) {
-    driving_.clear(std::memory_order_release);
-    throw;
   }
-  driving_.clear(std::memory_order_release);
   note_finished();
   return true;
 }
